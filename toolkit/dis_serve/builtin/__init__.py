@@ -1,0 +1,7 @@
+"""Graphs that ship inside the package, so `dis-serve up` works from any directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DEMO_TOPOLOGY = Path(__file__).with_name("demo.yaml")

@@ -1,0 +1,110 @@
+"""Facts about hardware and models that topologies, checks and the planner share.
+
+GPU figures are the vendors' published dense (no sparsity) numbers; prices are typical
+on-demand cloud list prices per GPU-hour in late 2025 and are only defaults: every
+topology and plan can override them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    memory_gib: float
+    bandwidth_tbps: float
+    dense_bf16_tflops: float
+    dense_fp8_tflops: float | None
+    price_per_hour_usd: float
+    aiconfigurator_system: str | None
+    """The system name AIConfigurator's measured database uses, where it has one."""
+
+
+class GpuType(str, Enum):
+    H100_SXM = "h100-sxm"
+    H200 = "h200"
+    A100_80GB = "a100-80gb"
+    L40S = "l40s"
+    L4 = "l4"
+
+    @property
+    def spec(self) -> GpuSpec:
+        return GPUS[self]
+
+
+GPUS: dict[GpuType, GpuSpec] = {
+    GpuType.H100_SXM: GpuSpec("NVIDIA H100 SXM 80GB", 80.0, 3.35, 989.0, 1979.0, 2.99, "h100_sxm"),
+    GpuType.H200: GpuSpec("NVIDIA H200 SXM 141GB", 141.0, 4.8, 989.0, 1979.0, 3.79, "h200_sxm"),
+    GpuType.A100_80GB: GpuSpec("NVIDIA A100 SXM 80GB", 80.0, 2.04, 312.0, None, 1.79, "a100_sxm"),
+    GpuType.L40S: GpuSpec("NVIDIA L40S 48GB", 48.0, 0.864, 362.0, 733.0, 1.19, "l40s"),
+    GpuType.L4: GpuSpec("NVIDIA L4 24GB", 24.0, 0.3, 121.0, 242.0, 0.69, "l4"),
+}
+
+
+@dataclass(frozen=True)
+class ModelArchitecture:
+    """What sizing needs to know about a dense decoder-only transformer."""
+
+    layers: int
+    attention_heads: int
+    kv_heads: int
+    hidden_size: int
+    params_billion: float
+    vocab_size: int
+    max_position_embeddings: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.attention_heads
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    hf_id: str
+    architecture: ModelArchitecture
+    aiconfigurator_name: str | None
+    """The model name AIConfigurator's database knows it by, where it does."""
+
+
+# Architecture numbers come from each model's published config.json.
+KNOWN_MODELS: dict[str, KnownModel] = {
+    "llama-3.1-70b": KnownModel(
+        "meta-llama/Llama-3.1-70B-Instruct",
+        ModelArchitecture(80, 64, 8, 8192, 70.6, 128256, 131072),
+        "meta-llama/Meta-Llama-3.1-70B",
+    ),
+    "llama-3.1-8b": KnownModel(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        ModelArchitecture(32, 32, 8, 4096, 8.03, 128256, 131072),
+        "meta-llama/Meta-Llama-3.1-8B",
+    ),
+    "qwen3-32b": KnownModel(
+        "Qwen/Qwen3-32B",
+        ModelArchitecture(64, 64, 8, 5120, 32.8, 151936, 40960),
+        "Qwen/Qwen3-32B",
+    ),
+    # The demo's tokenizer-only model card for the mocker: tiny, so checks never get in the way.
+    "dis-serve-tiny": KnownModel(
+        "dis-serve/tiny-mock",
+        ModelArchitecture(4, 8, 8, 512, 0.05, 50005, 32768),
+        None,
+    ),
+}
+
+
+def _normalise(name: str) -> str:
+    return name.lower().rsplit("/", 1)[-1].replace("meta-", "").replace("-instruct", "")
+
+
+def find_known_model(name: str) -> KnownModel | None:
+    """Look a model up by catalog key or by any HF id naming the same model."""
+    key = _normalise(name)
+    for catalog_key, model in KNOWN_MODELS.items():
+        if key in (catalog_key, _normalise(model.hf_id)):
+            return model
+        if model.aiconfigurator_name and key == _normalise(model.aiconfigurator_name):
+            return model
+    return None

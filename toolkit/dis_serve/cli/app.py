@@ -1,0 +1,53 @@
+"""The `dis-serve` entry point: one Typer app, one place where errors become one line."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from ..errors import DisServeError
+from . import bench_cmds, launch_cmds, plan_cmds, topology_cmds
+
+app = typer.Typer(
+    name="dis-serve",
+    help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, bench, plan.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+_state = {"debug": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
+    _state["debug"] = debug
+
+
+for _group in (topology_cmds, launch_cmds, bench_cmds, plan_cmds):
+    _group.register(app)
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv[1:]
+    try:
+        app(standalone_mode=False)
+    except DisServeError as exc:
+        if debug:
+            raise
+        err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("aborted")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click's usage errors carry their own exit codes
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,9 @@
+"""CLI commands for the plan group (filled in by its issue)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the app."""

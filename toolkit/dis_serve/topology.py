@@ -1,0 +1,600 @@
+"""The topology schema: the single truth about a dis-serve graph.
+
+Everything else (validation messages, rendering, launching, benchmarking, planning) reads these
+models. Validators here are pure: they look at the topology and the catalog, never at the
+machine (ports in use, binaries, GPUs present are preflight's job).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .catalog import GPUS, GpuType, ModelArchitecture, find_known_model
+from .sizing import MemoryFit, fit_worker_memory
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
+
+
+class Backend(str, Enum):
+    TRTLLM = "trtllm"
+    MOCKER = "mocker"
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self is Backend.TRTLLM
+
+    @property
+    def module(self) -> str:
+        """The Python module a worker of this backend runs as."""
+        return {Backend.TRTLLM: "dynamo.trtllm", Backend.MOCKER: "dynamo.mocker"}[self]
+
+    @property
+    def uses_engine_config(self) -> bool:
+        return self is Backend.TRTLLM
+
+
+class Mode(str, Enum):
+    AGG = "agg"
+    DISAGG = "disagg"
+
+    @property
+    def pool_roles(self) -> tuple[PoolRole, ...]:
+        return (PoolRole.AGG,) if self is Mode.AGG else (PoolRole.PREFILL, PoolRole.DECODE)
+
+
+class PoolRole(str, Enum):
+    PREFILL = "prefill"
+    DECODE = "decode"
+    AGG = "agg"
+
+    @property
+    def disaggregation_mode(self) -> str:
+        """The value of Dynamo's `--disaggregation-mode` for a worker of this role."""
+        return self.value
+
+    @property
+    def publishes_kv_events(self) -> bool:
+        # The KV router scores overlap against the workers that hold prompt KV: prefill in a
+        # disaggregated graph, every worker in an aggregated one.
+        return self in (PoolRole.PREFILL, PoolRole.AGG)
+
+    @property
+    def overlap_scheduler(self) -> bool:
+        # TRT-LLM's overlap scheduler must be off for context-only (prefill) workers.
+        return self is not PoolRole.PREFILL
+
+
+class WeightDtype(str, Enum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    AWQ = "awq"
+
+    @property
+    def bytes_per_param(self) -> float:
+        return {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "awq": 0.5}[self.value]
+
+    @property
+    def trtllm_quant_algo(self) -> str | None:
+        """TRT-LLM's `quant_config.quant_algo` for this weight format (None: unquantized)."""
+        return {"bf16": None, "fp8": "FP8", "int8": "W8A16", "awq": "W4A16_AWQ"}[self.value]
+
+
+class KvCacheDtype(str, Enum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+    @property
+    def bytes_per_element(self) -> float:
+        return 2.0 if self is KvCacheDtype.BF16 else 1.0
+
+    @property
+    def trtllm_dtype(self) -> str:
+        # TRT-LLM's kv_cache_config.dtype: "auto" follows the model dtype (bf16 here).
+        return "auto" if self is KvCacheDtype.BF16 else "fp8"
+
+    @property
+    def mocker_dtype(self) -> str:
+        return "auto" if self is KvCacheDtype.BF16 else "fp8"
+
+
+class RouterMode(str, Enum):
+    KV = "kv"
+    ROUND_ROBIN = "round-robin"
+    RANDOM = "random"
+
+    @property
+    def is_kv_aware(self) -> bool:
+        return self is RouterMode.KV
+
+
+class EtcdMode(str, Enum):
+    EMBEDDED = "embedded"
+    EXTERNAL = "external"
+
+
+class NatsMode(str, Enum):
+    EMBEDDED = "embedded"
+    EXTERNAL = "external"
+    OFF = "off"
+
+
+class RequestPlane(str, Enum):
+    TCP = "tcp"
+    NATS = "nats"
+
+    @property
+    def needs_nats(self) -> bool:
+        return self is RequestPlane.NATS
+
+
+class EventPlane(str, Enum):
+    ZMQ = "zmq"
+    NATS = "nats"
+
+    @property
+    def needs_nats(self) -> bool:
+        return self is EventPlane.NATS
+
+
+class KvTransferBackend(str, Enum):
+    DEFAULT = "DEFAULT"
+    NIXL = "NIXL"
+    UCX = "UCX"
+    MPI = "MPI"
+
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+
+
+class Architecture(_Strict):
+    """Architecture facts the memory and parallelism checks need (from the model's config.json)."""
+
+    layers: int = Field(gt=0, description="Number of transformer layers (num_hidden_layers).")
+    attention_heads: int = Field(gt=0, description="Query heads (num_attention_heads).")
+    kv_heads: int = Field(gt=0, description="Key/value heads (num_key_value_heads; GQA).")
+    hidden_size: int = Field(gt=0, description="Model width (hidden_size).")
+    params_billion: float = Field(gt=0, description="Parameter count in billions.")
+    vocab_size: int = Field(default=128256, gt=0, description="Vocabulary size.")
+    max_position_embeddings: int = Field(
+        default=131072, gt=0, description="Longest context the model supports.")
+
+    def to_catalog(self) -> ModelArchitecture:
+        return ModelArchitecture(**self.model_dump())
+
+
+class Model(_Strict):
+    """The model being served."""
+
+    id: str = Field(
+        min_length=1,
+        description="Hugging Face id or local path passed to the workers. For the mocker, a "
+                    "local model card directory, or any id: dis-serve then makes a "
+                    "tokenizer-only card locally and never reaches a hub.")
+    served_name: str | None = Field(
+        default=None, description="Name clients use in the OpenAI API (default: the id).")
+    architecture: Architecture | None = Field(
+        default=None,
+        description="Architecture facts; optional for catalog models (Llama-3.1-70B/8B, "
+                    "Qwen3-32B), required otherwise.")
+    dtype: WeightDtype = Field(
+        default=WeightDtype.BF16, description="Weight format: bf16 | fp8 | int8 | awq.")
+    kv_cache_dtype: KvCacheDtype = Field(
+        default=KvCacheDtype.BF16, description="KV-cache element format: bf16 | fp8.")
+    max_input_tokens: int = Field(
+        default=4096, gt=0, description="Longest prompt the graph must accept, in tokens.")
+    max_output_tokens: int = Field(
+        default=1024, gt=0, description="Longest completion the graph must produce, in tokens.")
+
+    @property
+    def name(self) -> str:
+        return self.served_name or self.id
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.max_input_tokens + self.max_output_tokens
+
+    def resolved_architecture(self) -> ModelArchitecture:
+        if self.architecture is not None:
+            return self.architecture.to_catalog()
+        known = find_known_model(self.id)
+        if known is None:  # guarded by Topology's validator; kept for direct callers
+            raise ValueError(f"model.architecture is required for {self.id!r}")
+        return known.architecture
+
+
+class Hardware(_Strict):
+    """The GPUs the graph runs on."""
+
+    gpu: GpuType = Field(
+        default=GpuType.H100_SXM,
+        description="GPU type from the catalog: " + ", ".join(g.value for g in GpuType) + ".")
+    gpus_per_node: int = Field(default=8, ge=1, le=16, description="GPUs in each node.")
+    nodes: int = Field(default=1, ge=1, le=1024, description="Number of nodes.")
+    price_per_gpu_hour: float | None = Field(
+        default=None, gt=0, description="USD per GPU-hour (default: the catalog's list price).")
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def hourly_price(self) -> float:
+        return self.price_per_gpu_hour or GPUS[self.gpu].price_per_hour_usd
+
+
+class Pool(_Strict):
+    """A pool of identical workers: prefill, decode, or aggregated."""
+
+    workers: int = Field(default=1, ge=1, le=4096, description="Number of worker replicas.")
+    tensor_parallel: int = Field(default=1, ge=1, le=64, description="GPUs per worker (TP).")
+    max_batch_size: int = Field(
+        default=64, ge=1, le=16384, description="Most requests a worker runs at once.")
+    max_num_tokens: int = Field(
+        default=8192, ge=16, le=1048576,
+        description="Most tokens a worker schedules in one forward pass.")
+    free_gpu_memory_fraction: float = Field(
+        default=0.9, gt=0, le=1,
+        description="Share of free GPU memory TRT-LLM gives the KV cache.")
+    gpu_ids: list[list[int]] | None = Field(
+        default=None,
+        description="Explicit GPUs, one list of tensor_parallel ids per worker; ids count "
+                    "across nodes (node n holds n*gpus_per_node ...). Default: packed in order.")
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.tensor_parallel
+
+
+class Pools(_Strict):
+    """Worker pools: `prefill` and `decode` for disagg, `agg` for agg."""
+
+    prefill: Pool | None = Field(default=None, description="Prefill (context) workers.")
+    decode: Pool | None = Field(default=None, description="Decode (generation) workers.")
+    agg: Pool | None = Field(default=None, description="Aggregated workers (prefill+decode).")
+
+    def get(self, role: PoolRole) -> Pool | None:
+        return getattr(self, role.value)
+
+
+class Router(_Strict):
+    """The frontend's router."""
+
+    mode: RouterMode = Field(default=RouterMode.KV, description="kv | round-robin | random.")
+    overlap_score_weight: float = Field(
+        default=1.0, ge=0,
+        description="KV router: weight of prefix-cache overlap against load (higher favours "
+                    "cache hits).")
+    temperature: float = Field(
+        default=0.0, ge=0,
+        description="KV router: softmax temperature when picking a worker (0 = greedy).")
+    kv_events: bool = Field(
+        default=True,
+        description="KV router: follow the workers' KV events (else predict cache contents).")
+
+
+class Frontend(_Strict):
+    """The OpenAI-compatible HTTP frontend."""
+
+    host: str = Field(default="127.0.0.1", description="Address the HTTP server binds.")
+    port: Port = Field(default=8000, description="HTTP port.")
+    migration_limit: int = Field(
+        default=3, ge=0, le=100,
+        description="Times a request may move to another worker when its worker dies.")
+
+
+class Etcd(_Strict):
+    mode: EtcdMode = Field(default=EtcdMode.EMBEDDED, description="embedded | external.")
+    url: str | None = Field(default=None, description="Client URL when external.")
+    client_port: Port = Field(default=2379, description="Client port when embedded.")
+    peer_port: Port = Field(default=2380, description="Peer port when embedded.")
+
+    @model_validator(mode="after")
+    def _url_matches_mode(self) -> Etcd:
+        if self.mode is EtcdMode.EXTERNAL and not self.url:
+            raise ValueError("etcd.mode is external but etcd.url is missing; set "
+                             "url: http://HOST:2379 or use mode: embedded")
+        return self
+
+    @property
+    def client_url(self) -> str:
+        return self.url if self.url else f"http://127.0.0.1:{self.client_port}"
+
+
+class Nats(_Strict):
+    mode: NatsMode = Field(default=NatsMode.EMBEDDED, description="embedded | external | off.")
+    url: str | None = Field(default=None, description="Server URL when external.")
+    port: Port = Field(default=4222, description="Client port when embedded.")
+
+    @model_validator(mode="after")
+    def _url_matches_mode(self) -> Nats:
+        if self.mode is NatsMode.EXTERNAL and not self.url:
+            raise ValueError("nats.mode is external but nats.url is missing; set "
+                             "url: nats://HOST:4222 or use mode: embedded")
+        return self
+
+    @property
+    def client_url(self) -> str | None:
+        if self.mode is NatsMode.OFF:
+            return None
+        return self.url if self.url else f"nats://127.0.0.1:{self.port}"
+
+
+class Coordination(_Strict):
+    """Discovery (etcd), messaging (NATS) and Dynamo's request and event planes."""
+
+    etcd: Etcd = Field(default_factory=Etcd, description="Service discovery store.")
+    nats: Nats = Field(default_factory=Nats, description="Message bus (JetStream).")
+    request_plane: RequestPlane = Field(
+        default=RequestPlane.TCP, description="How requests reach workers: tcp | nats.")
+    event_plane: EventPlane = Field(
+        default=EventPlane.ZMQ, description="How KV events reach the router: zmq | nats.")
+
+    @model_validator(mode="after")
+    def _planes_have_nats(self) -> Coordination:
+        if self.nats.mode is NatsMode.OFF:
+            for plane in (self.request_plane, self.event_plane):
+                if plane.needs_nats:
+                    raise ValueError(
+                        f"{type(plane).__name__.replace('Plane', '').lower()}_plane is nats "
+                        "but nats.mode is off; use tcp/zmq or turn NATS on")
+        return self
+
+
+class KvTransfer(_Strict):
+    """How prefill workers ship KV cache to decode workers (TRT-LLM cache transceiver)."""
+
+    backend: KvTransferBackend = Field(
+        default=KvTransferBackend.DEFAULT, description="DEFAULT | NIXL | UCX | MPI.")
+    max_tokens_in_buffer: int | None = Field(
+        default=None, gt=0,
+        description="Transfer buffer in tokens; must hold the longest input "
+                    "(default: model.max_input_tokens rounded up to a power of two).")
+
+
+class Mocker(_Strict):
+    """Settings only the mocker backend reads."""
+
+    speedup_ratio: float = Field(
+        default=1.0, gt=0, description="Run the mocker's simulated clock this much faster.")
+    profile_data: str | None = Field(
+        default=None,
+        description="Performance data (.npz or profiler results folder) the mocker times "
+                    "itself with; `dis-serve plan --mock` writes one for the planned hardware.")
+    block_size: int = Field(default=32, ge=1, le=1024, description="KV block size in tokens.")
+    num_gpu_blocks: int | None = Field(
+        default=None, gt=0, description="KV blocks per worker (default: the mocker's own).")
+
+
+class Observability(_Strict):
+    system_port_base: Port = Field(
+        default=9100,
+        description="First worker system port (/health, /live, /metrics); worker i gets base+i.")
+
+
+class Topology(_Strict):
+    """One disaggregated (or aggregated) Dynamo serving graph."""
+
+    name: str = Field(
+        default="demo",
+        description="Graph name: Dynamo namespace, run directory and Kubernetes name. "
+                    "Lower-case letters, digits and dashes.")
+    model: Model = Field(description="The model being served.")
+    hardware: Hardware = Field(default_factory=Hardware, description="The GPUs.")
+    backend: Backend = Field(default=Backend.TRTLLM, description="trtllm | mocker.")
+    mode: Mode = Field(default=Mode.DISAGG, description="agg | disagg.")
+    pools: Pools = Field(description="Worker pools.")
+    router: Router = Field(default_factory=Router, description="Frontend router.")
+    frontend: Frontend = Field(default_factory=Frontend, description="HTTP frontend.")
+    coordination: Coordination = Field(
+        default_factory=Coordination, description="etcd, NATS and Dynamo's planes.")
+    kv_transfer: KvTransfer = Field(
+        default_factory=KvTransfer, description="KV-cache transfer between pools.")
+    mocker: Mocker = Field(default_factory=Mocker, description="Mocker-only settings.")
+    observability: Observability = Field(
+        default_factory=Observability, description="Health and metrics ports.")
+
+    # --- derived views -------------------------------------------------------------------
+    @property
+    def namespace(self) -> str:
+        return "dis-serve-" + self.name
+
+    def active_pools(self) -> list[tuple[PoolRole, Pool]]:
+        return [(role, pool) for role in self.mode.pool_roles
+                if (pool := self.pools.get(role)) is not None]
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(pool.gpus for _, pool in self.active_pools())
+
+    @property
+    def kv_buffer_tokens(self) -> int:
+        if self.kv_transfer.max_tokens_in_buffer is not None:
+            return self.kv_transfer.max_tokens_in_buffer
+        return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
+
+    def memory_fit(self, role: PoolRole) -> MemoryFit:
+        pool = self.pools.get(role)
+        assert pool is not None
+        seq = self.model.max_input_tokens if role is PoolRole.PREFILL else self.model.max_seq_len
+        return fit_worker_memory(
+            arch=self.model.resolved_architecture(), gpu=GPUS[self.hardware.gpu],
+            weight_bytes_per_param=self.model.dtype.bytes_per_param,
+            kv_bytes_per_element=self.model.kv_cache_dtype.bytes_per_element,
+            tensor_parallel=pool.tensor_parallel, batch=pool.max_batch_size, seq_len=seq)
+
+    def gpu_assignment(self) -> dict[PoolRole, list[list[int]]]:
+        """Global GPU ids per worker of each pool: explicit ids, else packed in pool order
+        without letting a worker straddle two nodes."""
+        per_node = self.hardware.gpus_per_node
+        taken = {g for _, p in self.active_pools() if p.gpu_ids for ids in p.gpu_ids for g in ids}
+        cursor = 0
+        out: dict[PoolRole, list[list[int]]] = {}
+        for role, pool in self.active_pools():
+            if pool.gpu_ids is not None:
+                out[role] = [list(ids) for ids in pool.gpu_ids]
+                continue
+            workers = []
+            for _ in range(pool.workers):
+                while True:
+                    node_end = (cursor // per_node + 1) * per_node
+                    if cursor + pool.tensor_parallel > node_end:
+                        cursor = node_end
+                        continue
+                    ids = list(range(cursor, cursor + pool.tensor_parallel))
+                    if taken.isdisjoint(ids):
+                        break
+                    cursor += 1
+                workers.append(ids)
+                cursor += pool.tensor_parallel
+            out[role] = workers
+        return out
+
+    # --- cross-field rules -----------------------------------------------------------------
+    @model_validator(mode="after")
+    def _check(self) -> Topology:
+        for check in (self._check_name, self._check_architecture, self._check_pools,
+                      self._check_parallelism, self._check_gpu_ids, self._check_gpu_budget,
+                      self._check_memory, self._check_ports, self._check_kv_buffer):
+            check()
+        return self
+
+    def _check_name(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r} must be 2-40 lower-case letters, digits or "
+                             "dashes, starting with a letter (it becomes a Kubernetes name)")
+
+    def _check_architecture(self) -> None:
+        if self.model.architecture is None and find_known_model(self.model.id) is None:
+            raise ValueError(
+                f"model.architecture is required: {self.model.id!r} is not in the catalog "
+                "(llama-3.1-70b, llama-3.1-8b, qwen3-32b); add architecture: {layers, "
+                "attention_heads, kv_heads, hidden_size, params_billion} from its config.json")
+
+    def _check_pools(self) -> None:
+        wanted = set(self.mode.pool_roles)
+        for role in PoolRole:
+            present = self.pools.get(role) is not None
+            if role in wanted and not present:
+                raise ValueError(f"pools.{role.value} is missing: mode {self.mode.value} needs "
+                                 + " and ".join(f"pools.{r.value}" for r in self.mode.pool_roles))
+            if role not in wanted and present:
+                raise ValueError(f"pools.{role.value} is set but mode is {self.mode.value}; "
+                                 f"remove it or set mode: "
+                                 f"{'agg' if role is PoolRole.AGG else 'disagg'}")
+
+    def _check_parallelism(self) -> None:
+        arch = self.model.resolved_architecture()
+        for role, pool in self.active_pools():
+            tp = pool.tensor_parallel
+            for what, heads in (("attention_heads", arch.attention_heads),
+                                ("kv_heads", arch.kv_heads)):
+                if heads % tp:
+                    ok = [d for d in range(1, heads + 1) if heads % d == 0 and
+                          arch.attention_heads % d == 0 and arch.kv_heads % d == 0]
+                    raise ValueError(
+                        f"pools.{role.value}.tensor_parallel {tp} does not divide the model's "
+                        f"{what} ({heads}); use one of {ok}")
+            if tp > self.hardware.gpus_per_node:
+                raise ValueError(
+                    f"pools.{role.value}.tensor_parallel {tp} is more than "
+                    f"hardware.gpus_per_node ({self.hardware.gpus_per_node}); a worker must fit "
+                    "one node")
+
+    def _check_gpu_ids(self) -> None:
+        seen: dict[int, str] = {}
+        total = self.hardware.total_gpus
+        per_node = self.hardware.gpus_per_node
+        for role, pool in self.active_pools():
+            if pool.gpu_ids is None:
+                continue
+            key = f"pools.{role.value}.gpu_ids"
+            if len(pool.gpu_ids) != pool.workers:
+                raise ValueError(f"{key} lists {len(pool.gpu_ids)} workers but workers is "
+                                 f"{pool.workers}; give one list per worker")
+            for ids in pool.gpu_ids:
+                if len(ids) != pool.tensor_parallel:
+                    raise ValueError(f"{key} entry {ids} has {len(ids)} GPUs but "
+                                     f"tensor_parallel is {pool.tensor_parallel}")
+                if len({i // per_node for i in ids}) > 1:
+                    raise ValueError(f"{key} entry {ids} spans nodes; a worker's GPUs must be "
+                                     f"on one node ({per_node} GPUs each)")
+                for gpu in ids:
+                    if not 0 <= gpu < total:
+                        raise ValueError(f"{key}: GPU id {gpu} is outside 0..{total - 1}")
+                    if gpu in seen:
+                        raise ValueError(f"{key}: GPU id {gpu} is already used by "
+                                         f"{seen[gpu]}; each GPU serves one worker")
+                    seen[gpu] = key
+
+    def _check_gpu_budget(self) -> None:
+        need, have = self.total_gpus, self.hardware.total_gpus
+        if need > have:
+            parts = ", ".join(f"{r.value} {p.workers}x{p.tensor_parallel}"
+                              for r, p in self.active_pools())
+            raise ValueError(
+                f"pools need {need} GPUs ({parts}) but hardware has {have} "
+                f"({self.hardware.nodes} nodes x {self.hardware.gpus_per_node}); add nodes or "
+                "shrink the pools")
+        # Packing may fail even when the count fits (TP fragments nodes).
+        assignment = self.gpu_assignment()
+        used = [g for workers in assignment.values() for ids in workers for g in ids]
+        if used and max(used) >= have:
+            raise ValueError(
+                f"pools need {need} GPUs but workers of these tensor_parallel sizes cannot be "
+                f"packed into {self.hardware.nodes} nodes of {self.hardware.gpus_per_node} "
+                "without splitting a worker across nodes; add a node or change tensor_parallel")
+
+    def _check_memory(self) -> None:
+        if not self.backend.needs_gpu:
+            # The mocker allocates nothing on a GPU; its topology still describes the
+            # hardware it stands in for, so size that honestly when it is a known model.
+            if self.model.architecture is None and find_known_model(self.model.id) is None:
+                return
+        for role, _pool in self.active_pools():
+            fit = self.memory_fit(role)
+            if not fit.fits:
+                raise ValueError(f"pools.{role.value}: {fit.explain()}")
+
+    def _check_ports(self) -> None:
+        used: dict[int, str] = {}
+
+        def claim(port: int, owner: str) -> None:
+            if port in used:
+                raise ValueError(f"port {port} is used by both {used[port]} and {owner}; give "
+                                 f"{owner} another port")
+            used[port] = owner
+
+        claim(self.frontend.port, "frontend.port")
+        etcd = self.coordination.etcd
+        if etcd.mode is EtcdMode.EMBEDDED:
+            claim(etcd.client_port, "coordination.etcd.client_port")
+            claim(etcd.peer_port, "coordination.etcd.peer_port")
+        nats = self.coordination.nats
+        if nats.mode is NatsMode.EMBEDDED:
+            claim(nats.port, "coordination.nats.port")
+        workers = sum(p.workers for _, p in self.active_pools())
+        base = self.observability.system_port_base
+        if base + workers - 1 > 65535:
+            raise ValueError(f"observability.system_port_base {base} leaves no room for "
+                             f"{workers} workers; lower it")
+        for i in range(workers):
+            claim(base + i, f"worker {i} system port (observability.system_port_base + {i})")
+
+    def _check_kv_buffer(self) -> None:
+        if self.mode is not Mode.DISAGG:
+            return
+        buffer = self.kv_buffer_tokens
+        if buffer < self.model.max_input_tokens:
+            raise ValueError(
+                f"kv_transfer.max_tokens_in_buffer {buffer} is below model.max_input_tokens "
+                f"({self.model.max_input_tokens}); the longest prompt's KV could not be sent; "
+                f"set it to at least {self.model.max_input_tokens}")
