@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from enum import Enum
-from typing import Annotated, Literal
+from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -22,7 +22,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False, validate_default=True)
 
 
-class Backend(str, Enum):
+class Backend(StrEnum):
     TRTLLM = "trtllm"
     MOCKER = "mocker"
 
@@ -40,7 +40,7 @@ class Backend(str, Enum):
         return self is Backend.TRTLLM
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     AGG = "agg"
     DISAGG = "disagg"
 
@@ -49,7 +49,7 @@ class Mode(str, Enum):
         return (PoolRole.AGG,) if self is Mode.AGG else (PoolRole.PREFILL, PoolRole.DECODE)
 
 
-class PoolRole(str, Enum):
+class PoolRole(StrEnum):
     PREFILL = "prefill"
     DECODE = "decode"
     AGG = "agg"
@@ -71,7 +71,7 @@ class PoolRole(str, Enum):
         return self is not PoolRole.PREFILL
 
 
-class WeightDtype(str, Enum):
+class WeightDtype(StrEnum):
     BF16 = "bf16"
     FP8 = "fp8"
     INT8 = "int8"
@@ -87,7 +87,7 @@ class WeightDtype(str, Enum):
         return {"bf16": None, "fp8": "FP8", "int8": "W8A16", "awq": "W4A16_AWQ"}[self.value]
 
 
-class KvCacheDtype(str, Enum):
+class KvCacheDtype(StrEnum):
     BF16 = "bf16"
     FP8 = "fp8"
 
@@ -105,7 +105,7 @@ class KvCacheDtype(str, Enum):
         return "auto" if self is KvCacheDtype.BF16 else "fp8"
 
 
-class RouterMode(str, Enum):
+class RouterMode(StrEnum):
     KV = "kv"
     ROUND_ROBIN = "round-robin"
     RANDOM = "random"
@@ -115,18 +115,18 @@ class RouterMode(str, Enum):
         return self is RouterMode.KV
 
 
-class EtcdMode(str, Enum):
+class EtcdMode(StrEnum):
     EMBEDDED = "embedded"
     EXTERNAL = "external"
 
 
-class NatsMode(str, Enum):
+class NatsMode(StrEnum):
     EMBEDDED = "embedded"
     EXTERNAL = "external"
     OFF = "off"
 
 
-class RequestPlane(str, Enum):
+class RequestPlane(StrEnum):
     TCP = "tcp"
     NATS = "nats"
 
@@ -135,7 +135,7 @@ class RequestPlane(str, Enum):
         return self is RequestPlane.NATS
 
 
-class EventPlane(str, Enum):
+class EventPlane(StrEnum):
     ZMQ = "zmq"
     NATS = "nats"
 
@@ -144,7 +144,7 @@ class EventPlane(str, Enum):
         return self is EventPlane.NATS
 
 
-class KvTransferBackend(str, Enum):
+class KvTransferBackend(StrEnum):
     DEFAULT = "DEFAULT"
     NIXL = "NIXL"
     UCX = "UCX"
@@ -261,24 +261,23 @@ class Pools(_Strict):
     decode: Pool | None = Field(default=None, description="Decode (generation) workers.")
     agg: Pool | None = Field(default=None, description="Aggregated workers (prefill+decode).")
 
-    def get(self, role: PoolRole) -> Pool | None:
-        return getattr(self, role.value)
+    def get(self, role: PoolRole | str) -> Pool | None:
+        return getattr(self, PoolRole(role).value)
 
 
 class Router(_Strict):
     """The frontend's router."""
 
     mode: RouterMode = Field(default=RouterMode.KV, description="kv | round-robin | random.")
-    overlap_score_weight: float = Field(
-        default=1.0, ge=0,
-        description="KV router: weight of prefix-cache overlap against load (higher favours "
-                    "cache hits).")
-    temperature: float = Field(
-        default=0.0, ge=0,
-        description="KV router: softmax temperature when picking a worker (0 = greedy).")
     kv_events: bool = Field(
         default=True,
         description="KV router: follow the workers' KV events (else predict cache contents).")
+    policy_config: str | None = Field(
+        default=None,
+        description="KV router: Dynamo router-policy YAML (--router-policy-config). Since "
+                    "Dynamo 1.6 the cost weights (prefill_load_scale, router_temperature, "
+                    "overlap_score_credit) live there; the old per-weight flags are "
+                    "deprecated and dis-serve does not emit them.")
 
 
 class Frontend(_Strict):
@@ -369,9 +368,16 @@ class Mocker(_Strict):
         default=None,
         description="Performance data (.npz or profiler results folder) the mocker times "
                     "itself with; `dis-serve plan --mock` writes one for the planned hardware.")
-    block_size: int = Field(default=32, ge=1, le=1024, description="KV block size in tokens.")
     num_gpu_blocks: int | None = Field(
         default=None, gt=0, description="KV blocks per worker (default: the mocker's own).")
+
+
+class KvCache(_Strict):
+    """How workers page the KV cache (the router hashes blocks of the same size)."""
+
+    block_size: int = Field(
+        default=32, ge=1, le=1024,
+        description="Tokens per KV block (TRT-LLM tokens_per_block, mocker --block-size).")
 
 
 class Observability(_Strict):
@@ -396,6 +402,7 @@ class Topology(_Strict):
     frontend: Frontend = Field(default_factory=Frontend, description="HTTP frontend.")
     coordination: Coordination = Field(
         default_factory=Coordination, description="etcd, NATS and Dynamo's planes.")
+    kv_cache: KvCache = Field(default_factory=KvCache, description="KV-cache paging.")
     kv_transfer: KvTransfer = Field(
         default_factory=KvTransfer, description="KV-cache transfer between pools.")
     mocker: Mocker = Field(default_factory=Mocker, description="Mocker-only settings.")
@@ -554,11 +561,8 @@ class Topology(_Strict):
                 "without splitting a worker across nodes; add a node or change tensor_parallel")
 
     def _check_memory(self) -> None:
-        if not self.backend.needs_gpu:
-            # The mocker allocates nothing on a GPU; its topology still describes the
-            # hardware it stands in for, so size that honestly when it is a known model.
-            if self.model.architecture is None and find_known_model(self.model.id) is None:
-                return
+        # Checked for the mocker too: its topology describes the hardware it stands in for,
+        # and `plan --mock` graphs must be as deployable as their trtllm twins.
         for role, _pool in self.active_pools():
             fit = self.memory_fit(role)
             if not fit.fits:

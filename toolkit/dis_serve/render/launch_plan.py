@@ -6,7 +6,7 @@ shell-script renderer prints the same plan for people who start things by hand.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,7 +22,7 @@ from ..topology import (
 LOOPBACK = "127.0.0.1"
 
 
-class ProcessKind(str, Enum):
+class ProcessKind(StrEnum):
     ETCD = "etcd"
     NATS = "nats"
     FRONTEND = "frontend"
@@ -34,7 +34,7 @@ class ProcessKind(str, Enum):
         return self is ProcessKind.WORKER
 
 
-class ProbeKind(str, Enum):
+class ProbeKind(StrEnum):
     HTTP = "http"
     TCP = "tcp"
 
@@ -100,6 +100,11 @@ class LaunchPlan(BaseModel):
         return [p for p in self.processes if p.kind is ProcessKind.WORKER]
 
 
+def client_host(bind_host: str) -> str:
+    """Where a client on this machine reaches a server bound to `bind_host`."""
+    return LOOPBACK if bind_host in ("0.0.0.0", "::") else bind_host  # noqa: S104
+
+
 def _dynamo_env(topo: Topology) -> dict[str, str]:
     """Environment every Dynamo process shares: where discovery lives, which planes, and
     loopback addresses so nothing advertises or binds the machine's public interface."""
@@ -158,15 +163,14 @@ def frontend_argv(topo: Topology, python: str) -> list[str]:
             "--router-mode", router.mode.value,
             "--migration-limit", str(topo.frontend.migration_limit)]
     if router.mode.is_kv_aware:
-        argv += ["--router-kv-overlap-score-weight", f"{router.overlap_score_weight:g}",
-                 "--router-temperature", f"{router.temperature:g}",
-                 "--router-kv-events" if router.kv_events else "--no-router-kv-events"]
+        argv.append("--router-kv-events" if router.kv_events else "--no-router-kv-events")
+        if router.policy_config:
+            argv += ["--router-policy-config", router.policy_config]
     return argv
 
 
 def _frontend(topo: Topology, ctx: RenderContext) -> ProcessSpec:
-    host = topo.frontend.host
-    probe_host = LOOPBACK if host in ("0.0.0.0", "::") else host
+    probe_host = client_host(topo.frontend.host)
     return ProcessSpec(
         name="frontend", kind=ProcessKind.FRONTEND,
         argv=frontend_argv(topo, ctx.python),
@@ -195,7 +199,7 @@ def mocker_argv(topo: Topology, role: PoolRole, python: str, model_path: str) ->
             "--max-num-seqs", str(pool.max_batch_size),
             "--max-num-batched-tokens", str(pool.max_num_tokens),
             "--max-model-len", str(topo.model.max_seq_len),
-            "--block-size", str(mock.block_size),
+            "--block-size", str(topo.kv_cache.block_size),
             "--kv-cache-dtype", topo.model.kv_cache_dtype.mocker_dtype,
             "--speedup-ratio", f"{mock.speedup_ratio:g}"]
     if mock.num_gpu_blocks is not None:
@@ -269,8 +273,7 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
         processes.append(_nats(topo, ctx))
     processes.append(_frontend(topo, ctx))
     processes.extend(_workers(topo, ctx, model_path))
-    host = topo.frontend.host
-    url_host = LOOPBACK if host in ("0.0.0.0", "::") else host
+    url_host = client_host(topo.frontend.host)
     engine_configs = {}
     if topo.backend.uses_engine_config:
         engine_configs = {role.value: str(engine_config_path(ctx.run_dir, role))

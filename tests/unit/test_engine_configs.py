@@ -1,0 +1,98 @@
+"""TRT-LLM engine configs: the keys NVIDIA's own generator writes, the values the topology says.
+
+The key-and-type reference is AIConfigurator's TensorRT-LLM `extra_engine_args` template for
+1.3.0rc23, the newest TRT-LLM it generates for (Dynamo 1.6.1 pins TRT-LLM 1.3.0rc29), rendered
+with every optional block switched on.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import jinja2
+import pytest
+import yaml
+
+from conftest import GRAPHS
+from dis_serve.render.engine_config import cuda_graph_batch_sizes, render_engine_configs
+from dis_serve.topology import PoolRole, Topology
+from dis_serve.yaml_input import load_model_file
+
+TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml"]
+
+
+def _nvidia_reference() -> dict:
+    template_dir = resources.files("aiconfigurator") / "generator/config/backend_templates/trtllm"
+    text = (template_dir / "extra_engine_args.1.3.0rc23.yaml.j2").read_text()
+    rendered = jinja2.Template(text).render(
+        tensor_parallel_size=4, pipeline_parallel_size=1, max_batch_size=8,
+        max_num_tokens=8192, max_seq_len=4096, enable_chunked_prefill=True,
+        kv_cache_config={"free_gpu_memory_fraction": 0.9, "dtype": "fp8",
+                         "tokens_per_block": 32, "enable_block_reuse": True},
+        cache_transceiver_config={"backend": "DEFAULT", "max_tokens_in_buffer": 4096},
+        cuda_graph_config={"enable_padding": True, "batch_sizes": [1, 2]},
+        disable_overlap_scheduler=True, print_iter_log=False, speculative_config={})
+    return yaml.safe_load(rendered)
+
+
+def _leaves(config: dict, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_leaves(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def _configs(graph: str) -> dict[PoolRole, dict]:
+    return render_engine_configs(load_model_file(Topology, GRAPHS / graph))
+
+
+@pytest.mark.parametrize("graph", TRTLLM_GRAPHS)
+def test_every_key_is_one_nvidias_generator_writes_with_the_same_type(graph):
+    reference = _leaves(_nvidia_reference())
+    for config in _configs(graph).values():
+        for path, value in _leaves(config).items():
+            assert path in reference, f"{path} is not a TRT-LLM engine arg NVIDIA generates"
+            expected = type(reference[path])
+            assert isinstance(value, expected) or (expected is float and
+                                                    isinstance(value, int)), (path, value)
+
+
+def test_prefill_turns_the_overlap_scheduler_off_and_decode_keeps_it():
+    configs = _configs("llama70b-h100-disagg.yaml")
+    assert configs[PoolRole.PREFILL]["disable_overlap_scheduler"] is True
+    assert configs[PoolRole.DECODE]["disable_overlap_scheduler"] is False
+
+
+def test_both_sides_of_a_disaggregated_graph_get_the_cache_transceiver():
+    topo = load_model_file(Topology, GRAPHS / "llama70b-h100-disagg.yaml")
+    for config in render_engine_configs(topo).values():
+        transceiver = config["cache_transceiver_config"]
+        assert transceiver["backend"] == "NIXL"
+        assert transceiver["max_tokens_in_buffer"] >= topo.model.max_input_tokens
+
+
+def test_aggregated_workers_have_no_cache_transceiver():
+    config = _configs("llama70b-h100-agg.yaml")[PoolRole.AGG]
+    assert "cache_transceiver_config" not in config
+
+
+def test_pool_sizing_and_kv_cache_come_from_the_topology():
+    topo = load_model_file(Topology, GRAPHS / "llama70b-h100-disagg.yaml")
+    decode = render_engine_configs(topo)[PoolRole.DECODE]
+    pool = topo.pools.decode
+    assert decode["tensor_parallel_size"] == pool.tensor_parallel
+    assert decode["max_batch_size"] == pool.max_batch_size
+    assert decode["max_num_tokens"] == pool.max_num_tokens
+    assert decode["max_seq_len"] == topo.model.max_input_tokens + topo.model.max_output_tokens
+    assert decode["kv_cache_config"]["dtype"] == "fp8"
+    assert decode["kv_cache_config"]["free_gpu_memory_fraction"] == pool.free_gpu_memory_fraction
+
+
+def test_cuda_graphs_cover_every_batch_up_to_the_limit():
+    assert cuda_graph_batch_sizes(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert cuda_graph_batch_sizes(96) == [1, 2, 4, 8, 16, 32, 64, 96]
+    assert cuda_graph_batch_sizes(1) == [1]

@@ -1,0 +1,88 @@
+"""`validate`, `render`, `schema`, `init`: commands that read topologies and start nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..errors import UserInputError
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Topology YAML files.")],
+) -> None:
+    """Check topology files (schema, parallelism, GPU budget, memory, ports). Starts nothing."""
+    from ..topology import Topology
+    from ..yaml_input import load_model_file
+
+    for path in files:
+        topo = load_model_file(Topology, path)
+        pools = ", ".join(f"{role.value} {pool.workers}x TP{pool.tensor_parallel}"
+                          for role, pool in topo.active_pools())
+        console.print(f"ok {path}: {topo.name} ({topo.backend.value}, {topo.mode.value}: "
+                      f"{pools}; {topo.total_gpus}/{topo.hardware.total_gpus} GPUs)",
+                      markup=False)
+
+
+def render(
+    file: Annotated[Path, typer.Argument(help="Topology YAML file.")],
+    target: Annotated[str, typer.Option(help="local | k8s | all.")] = "all",
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("rendered"),
+) -> None:
+    """Write the graph as local launch files and/or a Kubernetes DynamoGraphDeployment."""
+    from ..render.output import Target, render_files, write_files
+    from ..topology import Topology
+    from ..yaml_input import load_model_file
+
+    try:
+        chosen = Target(target)
+    except ValueError:
+        raise UserInputError(f"unknown target {target!r}", key="--target",
+                             fix="use local, k8s or all") from None
+    topo = load_model_file(Topology, file)
+    out_dir = out.resolve()
+    for path in write_files(render_files(topo, chosen, out_dir), out_dir):
+        console.print(f"wrote {path}", markup=False)
+    if chosen.includes(Target.K8S):
+        if topo.router.policy_config:
+            from ..render.k8s import router_policy_map_name
+
+            console.print(f"first: kubectl create configmap {router_policy_map_name(topo)} "
+                          f"--from-file=policy.yaml={topo.router.policy_config}", markup=False)
+        console.print(f"next: kubectl apply -f {out_dir / 'k8s' / 'deployment.yaml'}",
+                      markup=False)
+    if chosen.includes(Target.LOCAL):
+        console.print(f"next: dis-serve up {file}", markup=False)
+
+
+def schema() -> None:
+    """Print the topology JSON Schema (point your editor's YAML support at it)."""
+    from ..topology import Topology
+
+    typer.echo(json.dumps(Topology.model_json_schema(), indent=2))
+
+
+def init(
+    file: Annotated[Path, typer.Argument(help="Where to write the starter topology.")] = Path(
+        "topology.yaml"),
+    force: Annotated[bool, typer.Option(help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter topology."""
+    from ..builtin import STARTER_TOPOLOGY
+
+    if file.exists() and not force:
+        raise UserInputError("file exists", source=str(file),
+                             fix="choose another path or pass --force")
+    file.write_text(STARTER_TOPOLOGY.read_text())
+    console.print(f"wrote {file}; next: dis-serve validate {file}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    for command in (validate, render, schema, init):
+        app.command()(command)

@@ -1,0 +1,72 @@
+"""All render targets as files: relative path -> text. Pure; `write_files` is the only writer."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+
+import yaml
+
+from ..topology import Topology
+from .engine_config import dump_engine_config, render_engine_configs
+from .k8s import render_manifests
+from .launch_plan import RenderContext, engine_config_path, render_launch_plan
+from .shell_script import render_shell_script
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Multi-line strings (engine configs inside the ConfigMap) as readable `|` blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ManifestDumper.add_representer(str, _represent_str)
+
+
+def dump_manifests(docs: list[dict]) -> str:
+    return yaml.dump_all(docs, Dumper=_ManifestDumper, sort_keys=False,
+                         default_flow_style=False)
+
+
+class Target(StrEnum):
+    LOCAL = "local"
+    K8S = "k8s"
+    ALL = "all"
+
+    def includes(self, other: Target) -> bool:
+        return self is other or self is Target.ALL
+
+
+def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str]:
+    """Everything `render` writes. Paths inside the local plan point into out_dir/local so
+    the rendered script runs as written."""
+    files: dict[str, str] = {}
+    if target.includes(Target.LOCAL):
+        local = out_dir / "local"
+        plan = render_launch_plan(topo, RenderContext(run_dir=local))
+        files["local/launch-plan.json"] = plan.model_dump_json(indent=2) + "\n"
+        files["local/launch.sh"] = render_shell_script(plan)
+        for role, config in render_engine_configs(topo).items():
+            if topo.backend.uses_engine_config:
+                path = engine_config_path(local, role).relative_to(out_dir)
+                files[str(path)] = dump_engine_config(config)
+    if target.includes(Target.K8S):
+        files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo))
+    files["topology.json"] = json.dumps(topo.model_dump(mode="json"), indent=2) + "\n"
+    return files
+
+
+def write_files(files: dict[str, str], out_dir: Path) -> list[Path]:
+    written = []
+    for relative, text in sorted(files.items()):
+        path = out_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if path.suffix == ".sh":
+            path.chmod(0o755)
+        written.append(path)
+    return written
