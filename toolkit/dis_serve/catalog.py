@@ -8,7 +8,7 @@ topology and plan can override them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class GpuSpec:
     """The system name AIConfigurator's measured database uses, where it has one."""
 
 
-class GpuType(str, Enum):
+class GpuType(StrEnum):
     H100_SXM = "h100-sxm"
     H200 = "h200"
     A100_80GB = "a100-80gb"
