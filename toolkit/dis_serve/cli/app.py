@@ -6,6 +6,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import DisServeError
 from . import bench_cmds, launch_cmds, plan_cmds, topology_cmds
@@ -37,7 +38,7 @@ def main() -> None:
     except DisServeError as exc:
         if debug:
             raise
-        err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
