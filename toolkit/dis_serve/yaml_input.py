@@ -67,7 +67,7 @@ def _refuse_aliases_and_tags(text: str, source: str) -> None:
                 f"line {line}: YAML anchors and aliases (&{anchor} / *{anchor}) are not "
                 "accepted", source=source, fix="write the values out in full")
         tag = getattr(event, "tag", None)
-        if tag and tag not in _ALLOWED_TAGS and not tag.startswith("!!") and tag != "!":
+        if tag and tag not in _ALLOWED_TAGS and tag != "!":
             line = event.start_mark.line + 1
             raise UserInputError(f"line {line}: YAML tag {tag} is not accepted", source=source,
                                  fix="remove the tag; plain values only")
