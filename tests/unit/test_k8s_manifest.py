@@ -57,7 +57,7 @@ def test_dgd_validates_against_dynamos_own_dgd_model(graph, dynamo_dgd_model):
     _, docs = _manifests(graph)
     dgd = docs[-1]
     parsed = dynamo_dgd_model.model_validate(dgd)
-    assert [c.component_type for c in parsed.spec.components][0] == "frontend"
+    assert next(c.component_type for c in parsed.spec.components) == "frontend"
     assert all(c.podTemplate.spec.containers[0].name == "main" for c in parsed.spec.components)
     assert parsed.apiVersion == "nvidia.com/v1beta1"
     assert parsed.kind == "DynamoGraphDeployment"

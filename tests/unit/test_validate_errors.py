@@ -44,7 +44,8 @@ def _assert_one_line_error(result, *fragments: str) -> None:
 def test_unknown_key_suggests_the_closest_known_key(run_cli, tmp_path):
     text = (GRAPHS / "demo.yaml").read_text().replace("served_name:", "servd_name:")
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "topology.yaml", "model.servd_name", "did you mean 'served_name'")
+    _assert_one_line_error(result, "topology.yaml", "model.servd_name",
+                           "did you mean 'served_name'")
 
 
 def test_yaml_11_no_stays_a_string_and_is_rejected_by_name(run_cli, tmp_path):
@@ -123,6 +124,12 @@ def test_memory_overflow_says_by_how_much_and_what_fits(run_cli, tmp_path):
                     pools__decode__tensor_parallel=2, pools__decode__workers=20)
     result = run_cli("validate", _write(tmp_path, text))
     _assert_one_line_error(result, "pools.decode", "GiB short", "lower max_batch_size to")
+
+
+def test_system_ports_stay_within_what_dynamo_accepts(run_cli, tmp_path):
+    text = _variant(DEMO, observability__system_port_base=32767)
+    result = run_cli("validate", _write(tmp_path, text))
+    _assert_one_line_error(result, "observability.system_port_base 32767", "set it to 32766")
 
 
 def test_two_components_on_one_port_are_refused(run_cli, tmp_path):

@@ -55,10 +55,13 @@ class ModelArchitecture:
     params_billion: float
     vocab_size: int
     max_position_embeddings: int
+    explicit_head_dim: int | None = None
+    """config.json's `head_dim` where it differs from hidden_size / attention_heads
+    (Qwen3-32B: 128, not 5120 / 64 = 80)."""
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.attention_heads
+        return self.explicit_head_dim or self.hidden_size // self.attention_heads
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     ),
     "qwen3-32b": KnownModel(
         "Qwen/Qwen3-32B",
-        ModelArchitecture(64, 64, 8, 5120, 32.8, 151936, 40960),
+        ModelArchitecture(64, 64, 8, 5120, 32.8, 151936, 40960, explicit_head_dim=128),
         "Qwen/Qwen3-32B",
     ),
     # The demo's tokenizer-only model card for the mocker: tiny, so checks never get in the way.

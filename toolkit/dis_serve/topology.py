@@ -152,6 +152,7 @@ class KvTransferBackend(StrEnum):
 
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+MAX_SYSTEM_PORT = 32767
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
 
@@ -166,9 +167,13 @@ class Architecture(_Strict):
     vocab_size: int = Field(default=128256, gt=0, description="Vocabulary size.")
     max_position_embeddings: int = Field(
         default=131072, gt=0, description="Longest context the model supports.")
+    head_dim: int | None = Field(
+        default=None, gt=0,
+        description="config.json's head_dim where it is not hidden_size / attention_heads.")
 
     def to_catalog(self) -> ModelArchitecture:
-        return ModelArchitecture(**self.model_dump())
+        fields = self.model_dump()
+        return ModelArchitecture(explicit_head_dim=fields.pop("head_dim"), **fields)
 
 
 class Model(_Strict):
@@ -370,6 +375,10 @@ class Mocker(_Strict):
                     "itself with; `dis-serve plan --mock` writes one for the planned hardware.")
     num_gpu_blocks: int | None = Field(
         default=None, gt=0, description="KV blocks per worker (default: the mocker's own).")
+    kv_transfer_bandwidth_gbps: float | None = Field(
+        default=None, ge=0,
+        description="Simulated prefill->decode KV transfer bandwidth in GB/s (0: no delay; "
+                    "default: the mocker's own).")
 
 
 class KvCache(_Strict):
@@ -587,9 +596,11 @@ class Topology(_Strict):
             claim(nats.port, "coordination.nats.port")
         workers = sum(p.workers for _, p in self.active_pools())
         base = self.observability.system_port_base
-        if base + workers - 1 > 65535:
-            raise ValueError(f"observability.system_port_base {base} leaves no room for "
-                             f"{workers} workers; lower it")
+        # Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit number.
+        if base + workers - 1 > MAX_SYSTEM_PORT:
+            raise ValueError(f"observability.system_port_base {base} + {workers} workers "
+                             f"passes {MAX_SYSTEM_PORT}, the highest system port Dynamo "
+                             f"accepts; set it to {MAX_SYSTEM_PORT - workers + 1} or lower")
         for i in range(workers):
             claim(base + i, f"worker {i} system port (observability.system_port_base + {i})")
 

@@ -204,6 +204,8 @@ def mocker_argv(topo: Topology, role: PoolRole, python: str, model_path: str) ->
             "--speedup-ratio", f"{mock.speedup_ratio:g}"]
     if mock.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks-override", str(mock.num_gpu_blocks)]
+    if mock.kv_transfer_bandwidth_gbps is not None and role is not PoolRole.AGG:
+        argv += ["--kv-transfer-bandwidth", f"{mock.kv_transfer_bandwidth_gbps:g}"]
     if mock.profile_data is not None:
         argv += ["--planner-profile-data", mock.profile_data]
     return argv

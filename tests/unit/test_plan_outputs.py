@@ -1,0 +1,81 @@
+"""What a plan writes: topologies `validate` accepts, the mocker's timing tables, and a
+replay that agrees with the prediction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dis_serve.plan.emit import plan_topology, write_topology
+from dis_serve.plan.mocker_profile import profile_tables, write_profile
+from dis_serve.plan.planner import make_plan
+from dis_serve.plan.replay import kv_blocks, replay_plan
+from dis_serve.plan.request import build_request
+from dis_serve.topology import Backend, Mode, PoolRole, Topology
+from dis_serve.yaml_input import load_model_file
+
+
+@pytest.fixture(scope="module")
+def planned():
+    request = build_request(model="llama-3.1-70b", isl=3000, osl=500, budget=48,
+                            ttft_ms=1000.0, itl_ms=50.0)
+    return make_plan(request)
+
+
+@pytest.fixture(scope="module")
+def profile(planned, tmp_path_factory):
+    tables = profile_tables(planned.model, planned.chosen, planned.workload.isl,
+                            planned.space.seq_len)
+    return write_profile(tables, tmp_path_factory.mktemp("plan") / "mocker-profile.npz")
+
+
+def test_the_trtllm_topology_validates_through_the_same_loader_as_validate(planned, tmp_path):
+    topo = plan_topology(planned.chosen, planned.request, planned.workload)
+    path = write_topology(topo, tmp_path / "plan.yaml", "planned")
+    loaded = load_model_file(Topology, path)
+    assert loaded.backend is Backend.TRTLLM
+    assert loaded.total_gpus == planned.chosen.gpus
+    for pool in planned.chosen.pools:
+        written = loaded.pools.get(pool.role)
+        assert (written.workers, written.tensor_parallel, written.max_batch_size) == (
+            pool.workers, pool.tp, pool.max_batch)
+
+
+def test_the_mock_topology_times_the_mocker_with_the_plans_profile(planned, profile, tmp_path):
+    topo = plan_topology(planned.chosen, planned.request, planned.workload, mock=True,
+                         profile=profile)
+    loaded = load_model_file(Topology, write_topology(topo, tmp_path / "mock.yaml", "m"))
+    assert loaded.backend is Backend.MOCKER
+    assert loaded.mocker.profile_data == str(profile.resolve())
+    binding = PoolRole.DECODE if planned.chosen.mode is Mode.DISAGG else PoolRole.AGG
+    assert loaded.mocker.num_gpu_blocks == kv_blocks(planned.model.target,
+                                                     planned.chosen.pool(binding))
+
+
+def test_the_profile_is_in_the_format_the_mocker_loads(profile):
+    from dynamo.mocker.utils.planner_profiler_perf_data_converter import is_mocker_format_npz
+
+    assert is_mocker_format_npz(profile)
+
+
+def test_the_profile_carries_the_plans_corrected_latencies(planned, profile):
+    model, plan = planned.model, planned.chosen
+    data = np.load(profile)
+    prefill = plan.pool(PoolRole.PREFILL)
+    isl = planned.workload.isl
+    looked_up = np.interp(isl, data["prefill_isl"], data["prefill_ttft_ms"])
+    assert looked_up == pytest.approx(
+        model.prefill_ms(prefill.tp, 1, isl) * model.corrections.prefill, rel=0.02)
+    itl = data["decode_itl"]
+    assert (np.diff(itl[1:, -1]) >= 0).all()  # more KV in flight, slower steps
+
+
+def test_the_replay_agrees_with_the_prediction_within_ten_percent(planned, profile):
+    plan = planned.chosen
+    result = replay_plan(planned.model.target, plan, profile, planned.workload,
+                         ttft_sla_ms=1000.0, itl_sla_ms=50.0)
+    assert result.steady
+    assert result.ttft_mean_ms == pytest.approx(plan.prediction.ttft_mean_ms, rel=0.10)
+    assert result.itl_mean_ms == pytest.approx(plan.prediction.itl_ms, rel=0.10)
+    assert result.served_rate == pytest.approx(plan.rate, rel=0.10)
+    assert result.sla_met_share >= 0.9

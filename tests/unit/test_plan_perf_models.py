@@ -1,0 +1,83 @@
+"""The performance models: AIConfigurator's measured data first, the roofline behind it."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from dis_serve.catalog import GPUS, GpuType, find_known_model
+from dis_serve.plan.perf_model import SERVING_CORRECTIONS, ModelOnGpu, PerfSource, choose_perf_model
+from dis_serve.plan.roofline_model import RooflineModel
+from dis_serve.topology import KvCacheDtype, WeightDtype
+
+
+def target(model: str, gpu: GpuType = GpuType.H100_SXM) -> ModelOnGpu:
+    known = find_known_model(model)
+    return ModelOnGpu(model, known.aiconfigurator_name, known.architecture, WeightDtype.BF16,
+                      KvCacheDtype.BF16, gpu.value, GPUS[gpu])
+
+
+@pytest.fixture(scope="module")
+def aic_70b():
+    return choose_perf_model(target("llama-3.1-70b"))
+
+
+def test_aiconfigurator_answers_for_llama_70b_on_h100(aic_70b):
+    assert aic_70b.source is PerfSource.AICONFIGURATOR
+    assert "h100_sxm/trtllm" in aic_70b.detail
+    assert aic_70b.fallback_reason is None
+
+
+def test_serving_corrections_are_aiconfigurators_own_defaults():
+    from aiconfigurator.cli.api import (
+        DEFAULT_DECODE_LATENCY_CORRECTION_SCALE,
+        DEFAULT_PREFILL_LATENCY_CORRECTION_SCALE,
+    )
+
+    assert SERVING_CORRECTIONS.prefill == DEFAULT_PREFILL_LATENCY_CORRECTION_SCALE
+    assert SERVING_CORRECTIONS.decode == DEFAULT_DECODE_LATENCY_CORRECTION_SCALE
+
+
+def test_prefill_gets_slower_with_longer_prompts_and_faster_with_more_gpus(aic_70b):
+    assert aic_70b.prefill_ms(4, 1, 1000) < aic_70b.prefill_ms(4, 1, 4000)
+    assert aic_70b.prefill_ms(8, 1, 3000) < aic_70b.prefill_ms(4, 1, 3000)
+
+
+def test_decode_steps_get_slower_with_batch_and_context(aic_70b):
+    assert aic_70b.decode_step_ms(4, 16, 3000) < aic_70b.decode_step_ms(4, 128, 3000)
+    assert aic_70b.decode_step_ms(4, 64, 1000) < aic_70b.decode_step_ms(4, 64, 8000)
+
+
+def test_generation_average_matches_the_mean_of_its_steps(aic_70b):
+    steps = [aic_70b.decode_step_ms(4, 64, c) for c in range(3000, 3500, 25)]
+    assert aic_70b.decode_itl_ms(4, 64, 3000, 500) == pytest.approx(
+        statistics.fmean(steps), rel=0.02)
+
+
+def test_a_batch_fits_only_when_both_memory_models_agree(aic_70b):
+    assert aic_70b.kv_fits(4, 64, 3500)
+    assert not aic_70b.kv_fits(4, 400, 3500)
+    assert not aic_70b.kv_fits(1, 1, 3500)  # 141 GB of bf16 weights on one 80 GB GPU
+
+
+def test_gpus_without_measured_data_fall_back_to_the_roofline_and_say_why():
+    model = choose_perf_model(target("llama-3.1-8b", GpuType.L4))
+    assert model.source is PerfSource.ROOFLINE
+    assert "l4" in model.fallback_reason
+
+
+def test_the_roofline_stays_close_to_aiconfigurator_on_h100():
+    """The calibration the roofline's constants claim, re-checked on measured data."""
+    errors = []
+    for name in ("llama-3.1-8b", "llama-3.1-70b", "qwen3-32b"):
+        aic = choose_perf_model(target(name))
+        roofline = RooflineModel(target(name))
+        for tp in (2, 4, 8):
+            for isl in (1024, 4096):
+                errors.append(roofline.prefill_ms(tp, 1, isl) / aic.prefill_ms(tp, 1, isl) - 1)
+            for batch in (8, 64):
+                errors.append(roofline.decode_step_ms(tp, batch, 2048)
+                              / aic.decode_step_ms(tp, batch, 2048) - 1)
+    assert statistics.median(abs(e) for e in errors) < 0.10
+    assert max(abs(e) for e in errors) < 0.35

@@ -1,0 +1,163 @@
+"""Performance from NVIDIA AIConfigurator's measured per-operation database.
+
+AIConfigurator (`aiconfigurator-core` on PyPI) ships GEMM, attention, communication and
+other kernel timings collected on real GPUs for each TensorRT-LLM release, and sums them per
+forward pass. We ask it for exactly what the planner needs: one prefill pass (`static_ctx`)
+and decode steps (`static_gen`). Its package is heavy (pandas, pyarrow, a native engine), so
+it is imported only when this model is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from importlib import resources
+from typing import Any
+
+from ..topology import KvCacheDtype, WeightDtype
+from .perf_model import SERVING_CORRECTIONS, ModelOnGpu, PerfModel, PerfSource
+
+BACKEND = "trtllm"
+
+_GEMM_MODE = {WeightDtype.BF16: None, WeightDtype.FP8: "fp8", WeightDtype.INT8: "int8_wo",
+              WeightDtype.AWQ: "int4_wo"}
+_KV_MODE = {KvCacheDtype.BF16: None, KvCacheDtype.FP8: "fp8"}
+
+
+class AiconfiguratorUnavailable(Exception):
+    """AIConfigurator cannot answer for this model, GPU or format; the message says why."""
+
+
+def _quiet():
+    """AIConfigurator logs data-fallback notes and deprecation banners by the dozen;
+    none of them changes what we read, so keep them off the user's terminal."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    for name in ("aiconfigurator", "aiconfigurator_core"):
+        logger = logging.getLogger(name)
+        previous = logger.level
+        logger.setLevel(logging.ERROR)
+        stack.callback(logger.setLevel, previous)
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    return stack
+
+
+def bundled_model_config(aic_name: str) -> bool:
+    """AIConfigurator downloads configs it does not ship; we only use the ones it ships."""
+    filename = aic_name.replace("/", "--") + "_config.json"
+    return resources.files("aiconfigurator_core").joinpath("model_configs", filename).is_file()
+
+
+class AiconfiguratorModel(PerfModel):
+    source = PerfSource.AICONFIGURATOR
+    corrections = SERVING_CORRECTIONS
+
+    def __init__(self, target: ModelOnGpu) -> None:
+        super().__init__(target)
+        if target.aiconfigurator_name is None:
+            raise AiconfiguratorUnavailable(
+                f"AIConfigurator has no measured data for model {target.name}")
+        if target.gpu.aiconfigurator_system is None:
+            raise AiconfiguratorUnavailable(
+                f"AIConfigurator has no measured data for GPU {target.gpu_name}")
+        self._model_path = target.aiconfigurator_name
+        self._system = target.gpu.aiconfigurator_system
+        with _quiet():
+            self._load()
+        self._sessions: dict[tuple[int, bool], Any] = {}
+        self._cache: dict[tuple, Any] = {}
+
+    def _load(self) -> None:
+        if not bundled_model_config(self._model_path):
+            raise AiconfiguratorUnavailable(
+                f"AIConfigurator ships no config for {self._model_path}")
+        from aiconfigurator.sdk.perf_database import (
+            get_database_view,
+            get_latest_database_version,
+        )
+
+        version = get_latest_database_version(system=self._system, backend=BACKEND)
+        if version is None:
+            raise AiconfiguratorUnavailable(
+                f"AIConfigurator has no {BACKEND} database for {self._system}")
+        self._version = version
+        self._database = get_database_view(
+            self._system, BACKEND, version, allow_missing_data=False,
+            database_mode="SILICON", transfer_policy=None)
+        if self._database is None:
+            raise AiconfiguratorUnavailable(
+                f"AIConfigurator could not load {self._system}/{BACKEND} {version}")
+
+    @property
+    def detail(self) -> str:
+        from importlib.metadata import version
+
+        return (f"AIConfigurator {version('aiconfigurator-core')} measured database "
+                f"{self._system}/{BACKEND} {self._version}, model {self._model_path}")
+
+    def _session(self, tp: int, context_role: bool):
+        key = (tp, context_role)
+        if key not in self._sessions:
+            from aiconfigurator.sdk.backends.factory import get_backend
+            from aiconfigurator.sdk.config_builders import build_model_config
+            from aiconfigurator.sdk.inference_session import InferenceSession
+            from aiconfigurator.sdk.models import get_model, resolve_context_fmha_by_data
+
+            config = build_model_config(
+                tp, 1, 1, None, None,
+                gemm_quant_mode=_GEMM_MODE[self.target.dtype],
+                kvcache_quant_mode=_KV_MODE[self.target.kv_cache_dtype])
+            resolve_context_fmha_by_data(config, self._model_path, self._database, BACKEND,
+                                         is_context_role=context_role)
+            model = get_model(self._model_path, config, BACKEND)
+            # One backend per session: its caches are keyed without the parallelism.
+            self._sessions[key] = InferenceSession(model, self._database, get_backend(BACKEND))
+        return self._sessions[key]
+
+    def _static(self, tp: int, mode: str, batch: int, isl: int, osl: int) -> dict:
+        key = ("static", tp, mode, batch, isl, osl)
+        if key not in self._cache:
+            from aiconfigurator.sdk.config import RuntimeConfig
+
+            with _quiet():
+                session = self._session(tp, context_role=mode == "static_ctx")
+                try:
+                    summary = session.run_static(
+                        RuntimeConfig(batch_size=batch, isl=isl, osl=osl), mode=mode,
+                        stride=32)
+                except Exception as exc:  # its data gaps surface as assorted errors
+                    raise AiconfiguratorUnavailable(
+                        f"AIConfigurator cannot predict {mode} tp{tp} batch {batch} "
+                        f"isl {isl}: {exc}") from exc
+            self._cache[key] = summary.get_result_dict()
+        return self._cache[key]
+
+    def prefill_ms(self, tp: int, batch: int, isl: int) -> float:
+        return float(self._static(tp, "static_ctx", batch, isl, 1)["ttft"])
+
+    def decode_step_ms(self, tp: int, batch: int, context: int) -> float:
+        return float(self._static(tp, "static_gen", batch, context, 2)["tpot"])
+
+    def decode_itl_ms(self, tp: int, batch: int, isl: int, osl: int) -> float:
+        # static_gen walks the whole generation (every 32nd step) and averages.
+        return float(self._static(tp, "static_gen", batch, isl, osl)["tpot"])
+
+    def kv_fits(self, tp: int, batch: int, seq_len: int) -> bool:
+        """Both dis-serve's sizing (what the topology check enforces) and AIConfigurator's
+        own memory model (TRT-LLM's allocator) must agree that the batch fits."""
+        if not super().kv_fits(tp, batch, seq_len):
+            return False
+        key = ("fits", tp, batch, seq_len)
+        if key not in self._cache:
+            from aiconfigurator.sdk.config import RuntimeConfig
+
+            with _quiet():
+                session = self._session(tp, context_role=False)
+                summary = session.run_static(
+                    RuntimeConfig(batch_size=batch, isl=max(1, seq_len - 1), osl=2),
+                    mode="static_gen", stride=32)
+                self._cache[key] = not summary.check_oom() and not summary.check_kv_cache_oom()
+        return self._cache[key]

@@ -1,0 +1,165 @@
+"""Latency and throughput of one deployment at one request rate.
+
+Disaggregated: a request waits for a prefill worker (a pool of deterministic servers), runs
+its prefill pass, ships its KV cache, waits for a decode slot and emits its first token after
+a decode step; Dynamo's replay measures TTFT at that first token too. Decode step time
+depends on how many requests share the worker, which in turn depends on step time (Little's
+law), so the concurrency is solved as a fixed point. A decode worker takes new work only
+between steps: it reserves room for the request at the next step boundary (half a step on
+average), activates it at the first boundary after its KV cache has arrived, and emits the
+first token one step later; Dynamo's replay shows the same 2.5 steps.
+
+Aggregated: every step decodes the worker's whole batch and some steps also carry a prompt's
+prefill, which lengthens them (the mocker's cost model, and TRT-LLM's in-flight batching to
+first order); the same fixed point gives the batch."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .perf_model import ModelOnGpu
+from .pools import AggWorker, DecodeCurve, PrefillWorker
+from .queueing import pool_wait
+
+# KV-cache transfer between prefill and decode workers: NVLink inside a node (the figure
+# Dynamo's mocker documents for it) and one 400 Gb/s RDMA NIC per GPU between nodes (HGX
+# H100 systems); each tensor-parallel rank sends its own shard, so lanes add up.
+NVLINK_KV_GBPS = 450.0
+NETWORK_KV_GBPS = 50.0
+# Batch slots (decode or aggregated) are planned to carry at most this share of their
+# saturated throughput. Step time grows with the batch, so near saturation a Poisson burst
+# lengthens every step, which admits the next burst later still: the batch drifts for minutes
+# before it settles (Dynamo's replay shows it), and any error in the step-time data turns
+# into a queue. AIConfigurator keeps similar headroom (its 0.92 decode rate-matching factor).
+MAX_SLOT_LOAD = 0.9
+# Standard normal 90th percentile.
+P90_Z = 1.2816
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the model expects a deployment to do at `rate_per_s`."""
+
+    rate_per_s: float
+    ttft_mean_ms: float
+    ttft_p90_ms: float
+    itl_ms: float
+    itl_p90_ms: float
+    """90th percentile over requests of each request's own mean inter-token latency."""
+    queue_wait_ms: float
+    """Mean wait for a prefill worker (disagg) or for a batch slot (agg)."""
+    service_ms: float
+    """Prefill pass (disagg) or in-batch time to first token (agg)."""
+    handoff_ms: float
+    """Disagg: KV transfer, admission at decode step boundaries and the first decode step."""
+    decode_wait_ms: float
+    prefill_utilization: float
+    slot_utilization: float
+    """Busy share of decode (or aggregated) batch slots."""
+    concurrency_per_worker: float
+
+
+def kv_transfer_gbps(tp_prefill: int, tp_decode: int, spans_nodes: bool) -> float:
+    lanes = min(tp_prefill, tp_decode)
+    return lanes * (NETWORK_KV_GBPS if spans_nodes else NVLINK_KV_GBPS)
+
+
+def transfer_ms(target: ModelOnGpu, isl: int, gbps: float) -> float:
+    return isl * target.kv_bytes_per_token / (gbps * 1e9) * 1000.0
+
+
+def decode_concurrency(curve: DecodeCurve, rate_per_worker: float, osl: int,
+                       max_batch: int) -> float | None:
+    """Requests a decode worker holds at steady state (None: it cannot keep up)."""
+    if rate_per_worker <= 0:
+        return 0.0
+    if rate_per_worker > MAX_SLOT_LOAD * curve.capacity_per_s(max_batch, osl):
+        return None
+    concurrency = rate_per_worker * osl * curve.itl_at(1) / 1000.0
+    for _ in range(60):
+        updated = rate_per_worker * osl * curve.itl_at(concurrency) / 1000.0
+        if abs(updated - concurrency) < 1e-3:
+            break
+        concurrency = updated
+    return concurrency if concurrency < max_batch else None
+
+
+def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeCurve,
+                   decode_batch: int, decode_workers: int, rate_per_s: float, *, osl: int,
+                   kv_transfer_ms: float) -> Prediction | None:
+    # A batching prefill worker runs a full batch only when prompts queue; a prompt that
+    # finds a worker free runs alone. Capacity is the full batch's.
+    prefill_wait = pool_wait(servers=prefill_workers,
+                             service_ms=prefill.service_ms / prefill.batch,
+                             rate_per_s=rate_per_s)
+    if not prefill_wait.stable:
+        return None
+    concurrency = decode_concurrency(decode, rate_per_s / decode_workers, osl, decode_batch)
+    if concurrency is None:
+        return None
+    itl = decode.itl_at(concurrency)
+    slot_wait = pool_wait(servers=decode_workers * decode_batch, service_ms=osl * itl,
+                          rate_per_s=rate_per_s)
+    if not slot_wait.stable:
+        return None
+    service = prefill.single_ms + (prefill.service_ms - prefill.single_ms) * (
+        prefill_wait.delayed)
+    steps = max(1, math.ceil(kv_transfer_ms / itl)) * itl + itl
+    handoff = 0.5 * itl + steps
+    # Concurrency is Poisson-like (spread sqrt(b)); a request's ITL averages it over its
+    # whole generation, which halves the spread it feels.
+    spread = decode.itl_at(concurrency + math.sqrt(concurrency)) - itl
+    return Prediction(
+        rate_per_s=rate_per_s,
+        ttft_mean_ms=service + handoff + prefill_wait.mean_ms + slot_wait.mean_ms,
+        ttft_p90_ms=service + 0.9 * itl + steps + prefill_wait.p90_ms + slot_wait.p90_ms,
+        itl_ms=itl, itl_p90_ms=itl + P90_Z * spread / 2,
+        queue_wait_ms=prefill_wait.mean_ms, service_ms=service,
+        handoff_ms=handoff, decode_wait_ms=slot_wait.mean_ms,
+        prefill_utilization=prefill_wait.utilization,
+        slot_utilization=concurrency / decode_batch, concurrency_per_worker=concurrency)
+
+
+def predict_agg(worker: AggWorker, workers: int, max_batch: int, rate_per_s: float, *,
+                osl: int) -> Prediction | None:
+    """An aggregated pool: each worker's steps decode its whole batch, and a new prompt rides
+    the next step (prefill + decode time). TTFT = the rest of the step in progress + the wait
+    for a step with room + that step."""
+    rate = rate_per_s / workers
+    if rate > MAX_SLOT_LOAD * worker.capacity_per_s(max_batch, osl):
+        return None
+    concurrency, ttft, itl, prefill_share = 1.0, 0.0, 0.0, 0.0
+    wait = pool_wait(servers=1, service_ms=1.0, rate_per_s=0.0)
+    for _ in range(60):
+        step = worker.decode.itl_at(concurrency)
+        per_request = worker.prefill_ms_per_request(rate, itl or step)
+        prefill_share = rate * per_request / 1000.0
+        if prefill_share >= 1.0:
+            return None
+        itl = step / (1.0 - prefill_share)
+        wait = pool_wait(servers=workers, service_ms=per_request + step, rate_per_s=rate_per_s)
+        if not wait.stable:
+            return None
+        ttft = 0.5 * step + wait.mean_ms + worker.single_prefill_ms + step
+        updated = rate * (ttft + osl * itl) / 1000.0
+        if abs(updated - concurrency) < 1e-3:
+            break
+        concurrency = updated
+    if concurrency >= max_batch:
+        return None
+    slot_wait = pool_wait(servers=workers * max_batch, service_ms=ttft + osl * itl,
+                          rate_per_s=rate_per_s)
+    if not slot_wait.stable:
+        return None
+    # A request meets about rate * lifetime mixed steps (Poisson), each adding a prefill
+    # to one of its token gaps.
+    mixed = rate * (ttft + osl * itl) / 1000.0
+    per_request = worker.prefill_ms_per_request(rate, itl)
+    return Prediction(
+        rate_per_s=rate_per_s, ttft_mean_ms=ttft + slot_wait.mean_ms,
+        ttft_p90_ms=ttft + 0.4 * step - wait.mean_ms + wait.p90_ms + slot_wait.p90_ms,
+        itl_ms=itl, itl_p90_ms=itl + P90_Z * math.sqrt(mixed) * per_request / osl,
+        queue_wait_ms=wait.mean_ms, service_ms=ttft - wait.mean_ms, handoff_ms=0.0,
+        decode_wait_ms=slot_wait.mean_ms, prefill_utilization=prefill_share,
+        slot_utilization=concurrency / max_batch, concurrency_per_worker=concurrency)

@@ -1,0 +1,192 @@
+"""What a plan is asked for: model, GPU, workload, objective, SLA and price."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ..catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
+from ..errors import UserInputError
+from ..topology import KvCacheDtype, WeightDtype
+from .perf_model import ModelOnGpu, PerfSource
+
+# Mooncake traces hash prompts in blocks of 512 tokens.
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+class Objective(StrEnum):
+    FEWEST_GPUS = "fewest-gpus"
+    """Serve a target request rate under the SLA on as few GPUs as possible."""
+    MOST_GOODPUT = "most-goodput"
+    """Serve as many requests per second under the SLA as a GPU budget allows."""
+
+
+@dataclass(frozen=True)
+class TraceStats:
+    """What a Mooncake-format trace says about its workload."""
+
+    path: Path
+    requests: int
+    mean_isl: int
+    mean_osl: int
+    max_isl: int
+    max_osl: int
+    rate_per_s: float | None
+    block_size: int
+
+
+def read_trace(path: Path, block_size: int = MOONCAKE_BLOCK_TOKENS) -> TraceStats:
+    """Read a Mooncake JSONL trace: one request a line with `input_length`, `output_length`
+    and, for arrivals, `timestamp` in milliseconds (Dynamo's replay reads the same file)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise UserInputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
+    inputs, outputs, stamps = [], [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            inputs.append(int(row["input_length"]))
+            outputs.append(int(row["output_length"]))
+            if "timestamp" in row:
+                stamps.append(float(row["timestamp"]))
+        except (ValueError, KeyError, TypeError):
+            raise UserInputError(
+                f"line {number} is not a Mooncake request", source=str(path),
+                fix='one JSON object a line with "input_length", "output_length", '
+                    '"timestamp" (ms) and "hash_ids"') from None
+    if not inputs:
+        raise UserInputError("the trace holds no requests", source=str(path))
+    span_s = (max(stamps) - min(stamps)) / 1000.0 if len(stamps) > 1 else 0.0
+    return TraceStats(
+        path=path, requests=len(inputs),
+        mean_isl=round(sum(inputs) / len(inputs)), mean_osl=round(sum(outputs) / len(outputs)),
+        max_isl=max(inputs), max_osl=max(outputs),
+        rate_per_s=(len(stamps) - 1) / span_s if span_s > 0 else None, block_size=block_size)
+
+
+class PlanRequest(BaseModel):
+    """One planning question. Either `rate` (fewest GPUs that serve it) or `budget` (most
+    goodput those GPUs give), and either `isl`/`osl` or a `trace`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="Catalog key or Hugging Face id (llama-3.1-70b ...).")
+    gpu: GpuType = Field(default=GpuType.H100_SXM, description="GPU type from the catalog.")
+    dtype: WeightDtype = Field(default=WeightDtype.BF16, description="Weight format.")
+    kv_cache_dtype: KvCacheDtype = Field(default=KvCacheDtype.BF16,
+                                         description="KV-cache format.")
+    isl: int | None = Field(default=None, gt=0, le=131072, description="Prompt tokens.")
+    osl: int | None = Field(default=None, gt=1, le=65536, description="Output tokens.")
+    trace: Path | None = Field(default=None, description="Mooncake JSONL trace.")
+    trace_block_size: int = Field(default=MOONCAKE_BLOCK_TOKENS, gt=0,
+                                  description="Tokens per hash id in the trace.")
+    rate: float | None = Field(default=None, gt=0, description="Target requests per second.")
+    budget: int | None = Field(default=None, gt=0, le=4096, description="GPUs available.")
+    ttft_ms: float = Field(gt=0, description="SLA: 90th-percentile time to first token.")
+    itl_ms: float = Field(gt=0, description="SLA: mean inter-token latency.")
+    price_per_gpu_hour: float | None = Field(default=None, gt=0,
+                                             description="USD per GPU-hour.")
+    gpus_per_node: int = Field(default=8, ge=1, le=16, description="GPUs in one node.")
+    perf_model: PerfSource | None = Field(
+        default=None, description="Force aiconfigurator or roofline (default: best available).")
+    top: int = Field(default=5, ge=1, le=50, description="Rows per table.")
+
+    @model_validator(mode="after")
+    def _check(self) -> PlanRequest:
+        if self.rate is not None and self.budget is not None:
+            raise ValueError("give either --rate or --budget, not both")
+        if self.trace is None and (self.isl is None or self.osl is None):
+            raise ValueError("give --isl and --osl, or a --trace")
+        if self.trace is not None and (self.isl is not None or self.osl is not None):
+            raise ValueError("--trace sets the lengths; drop --isl/--osl")
+        return self
+
+    @field_validator("model")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if find_known_model(value) is None:
+            known = ", ".join(k for k, m in KNOWN_MODELS.items() if m.aiconfigurator_name)
+            raise ValueError(f"unknown model {value!r}; the planner knows {known}")
+        return value
+
+    @property
+    def known_model(self) -> KnownModel | None:
+        return find_known_model(self.model)
+
+    @property
+    def objective(self) -> Objective:
+        return Objective.MOST_GOODPUT if self.budget is not None else Objective.FEWEST_GPUS
+
+    @property
+    def hourly_price(self) -> float:
+        return self.price_per_gpu_hour or GPUS[self.gpu].price_per_hour_usd
+
+    def target(self) -> ModelOnGpu:
+        known = self.known_model
+        assert known is not None
+        key = next(k for k, m in KNOWN_MODELS.items() if m is known)
+        return ModelOnGpu(name=key, aiconfigurator_name=known.aiconfigurator_name,
+                          architecture=known.architecture, dtype=self.dtype,
+                          kv_cache_dtype=self.kv_cache_dtype, gpu_name=self.gpu.value,
+                          gpu=GPUS[self.gpu])
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The lengths and arrival rate the plan sizes for."""
+
+    isl: int
+    osl: int
+    max_isl: int
+    max_osl: int
+    rate: float | None
+    trace: TraceStats | None
+
+    @classmethod
+    def of(cls, request: PlanRequest) -> Workload:
+        if request.trace is None:
+            assert request.isl is not None and request.osl is not None
+            return cls(request.isl, request.osl, request.isl, request.osl, request.rate, None)
+        stats = read_trace(request.trace, request.trace_block_size)
+        rate = request.rate
+        if rate is None and request.budget is None:
+            if stats.rate_per_s is None:
+                raise UserInputError("the trace has no timestamps to take a rate from",
+                                     source=str(stats.path), fix="add --rate or --budget")
+            rate = stats.rate_per_s
+        return cls(stats.mean_isl, stats.mean_osl, stats.max_isl, stats.max_osl, rate, stats)
+
+
+_FLAGS = {"isl": "--isl", "osl": "--osl", "rate": "--rate", "budget": "--budget",
+          "ttft_ms": "--ttft-ms", "itl_ms": "--itl-ms", "gpu": "--gpu", "model": "--model",
+          "price_per_gpu_hour": "--price", "gpus_per_node": "--gpus-per-node",
+          "dtype": "--dtype", "kv_cache_dtype": "--kv-cache-dtype", "top": "--top",
+          "trace": "--trace", "perf_model": "--perf-model"}
+
+
+def build_request(**values: object) -> PlanRequest:
+    """A `PlanRequest` from CLI values; any problem becomes one UserInputError line."""
+    try:
+        return PlanRequest(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        message = error["msg"].removeprefix("Value error, ")
+        if field == "gpu":
+            message = f"unknown GPU {values.get('gpu')!r}; use one of " + ", ".join(
+                g.value for g in GpuType)
+        raise UserInputError(message, key=_FLAGS.get(field)) from None

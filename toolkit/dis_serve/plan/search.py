@@ -1,0 +1,359 @@
+"""Aggregated and disaggregated deployments, searched for one of two objectives.
+
+(a) fewest GPUs that serve a request rate under the SLA; (b) most goodput (requests per
+second under the SLA) from a GPU budget. Disaggregated candidates vary the TP and batch of
+each pool and the number of workers in each, freely (no fixed xPyD replica shape);
+aggregated ones vary TP, batch and per-step token budget. The SLA is the 90th-percentile
+TTFT and the 90th percentile of requests' mean ITL: nine requests in ten meet both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from ..errors import UserInputError
+from ..topology import Mode, PoolRole
+from .perf_model import PerfModel
+from .pools import (
+    AggWorker,
+    DecodeCurve,
+    PrefillWorker,
+    agg_workers,
+    decode_curves,
+    prefill_workers,
+    tensor_parallel_options,
+)
+from .predict import Prediction, kv_transfer_gbps, predict_agg, predict_disagg, transfer_ms
+from .request import Objective, PlanRequest, Workload
+
+MAX_GPUS = 4096
+# Decode batch caps tried per TP besides the largest that meets the ITL SLA: enough to trace
+# the throughput-per-GPU against tokens-per-user frontier without searching every size.
+DECODE_BATCH_SAMPLES = 6
+BISECTION_STEPS = 22
+
+
+@dataclass(frozen=True)
+class Sla:
+    ttft_ms: float
+    itl_ms: float
+
+    def met_by(self, prediction: Prediction) -> bool:
+        return (prediction.ttft_p90_ms <= self.ttft_ms
+                and prediction.itl_p90_ms <= self.itl_ms)
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    role: PoolRole
+    workers: int
+    tp: int
+    max_batch: int
+    max_num_tokens: int
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.tp
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One deployment at the rate it is planned for, with what the model predicts there."""
+
+    mode: Mode
+    pools: tuple[PoolPlan, ...]
+    prediction: Prediction
+    osl: int
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.pools)
+
+    @property
+    def rate(self) -> float:
+        return self.prediction.rate_per_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.rate * self.osl
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        return 1000.0 / self.prediction.itl_ms
+
+    def pool(self, role: PoolRole) -> PoolPlan:
+        return next(p for p in self.pools if p.role is role)
+
+    @property
+    def label(self) -> str:
+        return " + ".join(f"{p.role.value} {p.workers}x TP{p.tp} (batch {p.max_batch})"
+                          for p in self.pools)
+
+    @property
+    def limit(self) -> str:
+        """The resource that runs out first as the rate grows."""
+        pred = self.prediction
+        if self.mode is Mode.AGG:
+            return "batch slots"
+        return "prefill" if pred.prefill_utilization >= pred.slot_utilization else "decode"
+
+
+@dataclass
+class SearchSpace:
+    """Every worker shape worth deploying, with its performance curve."""
+
+    model: PerfModel
+    workload: Workload
+    sla: Sla
+    gpus_per_node: int
+    prefill: list[PrefillWorker]
+    decode: list[DecodeCurve]
+    agg: list[AggWorker]
+    tps: list[int] = field(default_factory=list)
+
+    @property
+    def seq_len(self) -> int:
+        return self.workload.max_isl + self.workload.max_osl
+
+    def transfer_ms(self, tp_prefill: int, tp_decode: int, total_gpus: int) -> float:
+        gbps = kv_transfer_gbps(tp_prefill, tp_decode, total_gpus > self.gpus_per_node)
+        return transfer_ms(self.model.target, self.workload.isl, gbps)
+
+    def decode_batches(self, curve: DecodeCurve) -> list[int]:
+        """Batch caps whose full batch meets the ITL SLA, sampled."""
+        options = curve.batch_options(self.sla.itl_ms)
+        if len(options) <= DECODE_BATCH_SAMPLES:
+            return options
+        step = (len(options) - 1) / (DECODE_BATCH_SAMPLES - 1)
+        return sorted({options[round(i * step)] for i in range(DECODE_BATCH_SAMPLES)})
+
+    def agg_options(self) -> Iterator[tuple[AggWorker, int]]:
+        for worker in self.agg:
+            for batch in self.decode_batches(worker.decode):
+                yield worker, batch
+
+
+def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> SearchSpace:
+    """Curves for every TP that fits, or a one-line error saying what would fit."""
+    sla = Sla(request.ttft_ms, request.itl_ms)
+    seq_len = workload.max_isl + workload.max_osl
+    target = model.target
+    tps = tensor_parallel_options(model, seq_len, request.gpus_per_node)
+    if not tps:
+        widest = max(t for t in (1, 2, 4, 8, 16) if t <= request.gpus_per_node)
+        raise UserInputError(
+            f"{target.name} in {target.dtype.value} does not fit a {target.gpu_name} worker "
+            f"even at TP{widest} with one {seq_len}-token sequence",
+            key="--model", fix="use --dtype fp8 or awq, a GPU with more memory, or shorter "
+                               "sequences")
+    decode = decode_curves(model, tps, workload.isl, workload.osl, seq_len)
+    fastest_itl = min((c.itl_ms[0], c.tp) for c in decode)
+    if fastest_itl[0] > sla.itl_ms:
+        raise UserInputError(
+            f"ITL {sla.itl_ms:g} ms is impossible: the fastest decode step of {target.name} "
+            f"on {target.gpu_name} is {fastest_itl[0]:.1f} ms (TP{fastest_itl[1]}, batch 1)",
+            key="--itl-ms", fix=f"use --itl-ms {math.ceil(fastest_itl[0])} or more")
+    prefill = prefill_workers(model, tps, workload.isl, workload.max_isl, sla.ttft_ms)
+    if not prefill:
+        tp = max(tps)
+        quickest = model.prefill_ms(tp, 1, workload.isl) * model.corrections.prefill
+        floor = quickest + fastest_itl[0]
+        raise UserInputError(
+            f"TTFT {sla.ttft_ms:g} ms is impossible: one {workload.isl}-token prefill of "
+            f"{target.name} on {target.gpu_name} takes {quickest:.0f} ms at TP{tp}, "
+            f"{floor:.0f} ms with the first decode step", key="--ttft-ms",
+            fix=f"use --ttft-ms {math.ceil(floor * 1.1)} or more")
+    agg = agg_workers(model, tps, workload.isl, workload.osl, workload.max_isl, seq_len)
+    return SearchSpace(model, workload, sla, request.gpus_per_node, prefill, decode, agg, tps)
+
+
+# --- evaluation ------------------------------------------------------------------------------
+
+def _disagg(space: SearchSpace, p: PrefillWorker, n_p: int, d: DecodeCurve, batch: int,
+            n_d: int, rate: float) -> Candidate | None:
+    gpus = n_p * p.tp + n_d * d.tp
+    pred = predict_disagg(p, n_p, d, batch, n_d, rate, osl=space.workload.osl,
+                          kv_transfer_ms=space.transfer_ms(p.tp, d.tp, gpus))
+    if pred is None or not space.sla.met_by(pred):
+        return None
+    pools = (PoolPlan(PoolRole.PREFILL, n_p, p.tp, p.batch, p.max_num_tokens),
+             PoolPlan(PoolRole.DECODE, n_d, d.tp, batch, max(batch, space.seq_len)))
+    return Candidate(Mode.DISAGG, pools, pred, space.workload.osl)
+
+
+def _agg(space: SearchSpace, worker: AggWorker, batch: int, n: int,
+         rate: float) -> Candidate | None:
+    pred = predict_agg(worker, n, batch, rate, osl=space.workload.osl)
+    if pred is None or not space.sla.met_by(pred):
+        return None
+    # The step budget holds the prompts plus one token for every request decoding beside
+    # them, so a prompt is never split across steps.
+    pools = (PoolPlan(PoolRole.AGG, n, worker.tp, batch, worker.max_num_tokens + batch),)
+    return Candidate(Mode.AGG, pools, pred, space.workload.osl)
+
+
+def _max_rate(evaluate, capacity: float) -> Candidate | None:
+    """The highest rate `evaluate` still accepts (it is monotone: more load, more wait)."""
+    lo, hi, best = 0.0, capacity, None
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2
+        found = evaluate(mid)
+        if found is None:
+            hi = mid
+        else:
+            lo, best = mid, found
+    return best
+
+
+# --- objective (a): fewest GPUs for a rate ---------------------------------------------------
+
+def fewest_gpus(space: SearchSpace, rate: float) -> list[Candidate]:
+    """The smallest deployment of each shape that serves `rate` under the SLA."""
+    found: list[Candidate] = []
+    for d in space.decode:
+        for batch in space.decode_batches(d):
+            n_d0 = math.floor(rate / d.capacity_per_s(batch, space.workload.osl)) + 1
+            for p in space.prefill:
+                n_p0 = math.floor(rate / p.capacity_per_s) + 1
+                if n_p0 * p.tp + n_d0 * d.tp > MAX_GPUS:
+                    continue
+                best = None
+                for n_p, n_d in _pairs_by_gpus(n_p0, p.tp, n_d0, d.tp):
+                    if best is not None and n_p * p.tp + n_d * d.tp > best.gpus:
+                        break
+                    cand = _disagg(space, p, n_p, d, batch, n_d, rate)
+                    if cand is not None and (best is None or _better_a(cand, best)):
+                        best = cand
+                if best is not None:
+                    found.append(best)
+    for worker, batch in space.agg_options():
+        n0 = math.floor(rate / worker.capacity_per_s(batch, space.workload.osl)) + 1
+        for n in range(n0, min(n0 + 12, MAX_GPUS // worker.tp + 1)):
+            cand = _agg(space, worker, batch, n, rate)
+            if cand is not None:
+                found.append(cand)
+                break
+    return found
+
+
+def _pairs_by_gpus(n_p0: int, tp_p: int, n_d0: int, tp_d: int) -> list[tuple[int, int]]:
+    pairs = [(n_p, n_d) for n_p in range(n_p0, n_p0 + 8) for n_d in range(n_d0, n_d0 + 4)]
+    return sorted(pairs, key=lambda nd: (nd[0] * tp_p + nd[1] * tp_d, nd))
+
+
+def _better_a(a: Candidate, b: Candidate) -> bool:
+    return (a.gpus, a.prediction.ttft_p90_ms) < (b.gpus, b.prediction.ttft_p90_ms)
+
+
+# --- objective (b): most goodput for a budget ------------------------------------------------
+
+def most_goodput(space: SearchSpace, budget: int) -> list[Candidate]:
+    """The highest-goodput deployment of each shape within `budget` GPUs."""
+    found: list[Candidate] = []
+    osl = space.workload.osl
+    for d in space.decode:
+        for batch in space.decode_batches(d):
+            cap_d = d.capacity_per_s(batch, osl)
+            for p in space.prefill:
+                splits = [(n_p, (budget - n_p * p.tp) // d.tp)
+                          for n_p in range(1, (budget - d.tp) // p.tp + 1)]
+                splits = [(n_p, n_d) for n_p, n_d in splits if n_d >= 1]
+                if not splits:
+                    continue
+                # Goodput peaks where prefill and decode capacity balance: search near there.
+                splits.sort(key=lambda s: -min(s[0] * p.capacity_per_s, s[1] * cap_d))
+                best = None
+                for n_p, n_d in splits[:3]:
+                    cand = _most_disagg(space, p, n_p, d, batch, n_d)
+                    if cand is not None and (best is None or _better_b(cand, best)):
+                        best = cand
+                if best is not None:
+                    found.append(best)
+    for worker, batch in space.agg_options():
+        n = budget // worker.tp
+        if n < 1:
+            continue
+        cand = _max_rate(lambda r, w=worker, b=batch, n=n: _agg(space, w, b, n, r),
+                         n * worker.capacity_per_s(batch, osl))
+        if cand is not None:
+            found.append(_shrink_agg(space, worker, batch, cand))
+    return found
+
+
+def _most_disagg(space: SearchSpace, p: PrefillWorker, n_p: int, d: DecodeCurve, batch: int,
+                 n_d: int) -> Candidate | None:
+    capacity = min(n_p * p.capacity_per_s, n_d * d.capacity_per_s(batch, space.workload.osl))
+    cand = _max_rate(lambda r: _disagg(space, p, n_p, d, batch, n_d, r), capacity)
+    if cand is None:
+        return None
+    # Drop workers the rate does not need: same goodput, fewer GPUs.
+    for role in (PoolRole.DECODE, PoolRole.PREFILL):
+        while True:
+            n_p2 = n_p - (role is PoolRole.PREFILL)
+            n_d2 = n_d - (role is PoolRole.DECODE)
+            if min(n_p2, n_d2) < 1:
+                break
+            smaller = _disagg(space, p, n_p2, d, batch, n_d2, cand.rate)
+            if smaller is None:
+                break
+            cand, n_p, n_d = smaller, n_p2, n_d2
+    return cand
+
+
+def _shrink_agg(space: SearchSpace, worker: AggWorker, batch: int,
+                cand: Candidate) -> Candidate:
+    n = cand.pools[0].workers
+    while n > 1 and (smaller := _agg(space, worker, batch, n - 1, cand.rate)) is not None:
+        cand, n = smaller, n - 1
+    return cand
+
+
+def _better_b(a: Candidate, b: Candidate) -> bool:
+    return (-a.rate, a.gpus) < (-b.rate, b.gpus)
+
+
+# --- a fixed split (the seed's 8 prefill + 40 decode GPUs) --------------------------------
+
+def best_for_split(space: SearchSpace, prefill_gpus: int, decode_gpus: int) -> Candidate | None:
+    """The most goodput a fixed prefill/decode GPU split gives, over TP and batch."""
+    best = None
+    for d in space.decode:
+        if decode_gpus % d.tp:
+            continue
+        for batch in space.decode_batches(d):
+            for p in space.prefill:
+                if prefill_gpus % p.tp:
+                    continue
+                n_p, n_d = prefill_gpus // p.tp, decode_gpus // d.tp
+                capacity = min(n_p * p.capacity_per_s,
+                               n_d * d.capacity_per_s(batch, space.workload.osl))
+                cand = _max_rate(
+                    lambda r, p=p, d=d, b=batch, n_p=n_p, n_d=n_d:
+                    _disagg(space, p, n_p, d, b, n_d, r), capacity)
+                if cand is not None and (best is None or _better_b(cand, best)):
+                    best = cand
+    return best
+
+
+# --- ranking ---------------------------------------------------------------------------------
+
+def rank(candidates: Iterable[Candidate], objective: Objective) -> list[Candidate]:
+    """Best first, one row per deployment shape (worker counts and TP of each pool)."""
+    if objective is Objective.FEWEST_GPUS:
+        key = lambda c: (c.gpus, c.prediction.ttft_p90_ms)  # noqa: E731
+    else:
+        key = lambda c: (-c.rate, c.gpus)  # noqa: E731
+    seen: set[tuple] = set()
+    out = []
+    for cand in sorted(candidates, key=key):
+        shape = (cand.mode, tuple((p.role, p.workers, p.tp) for p in cand.pools))
+        if shape not in seen:
+            seen.add(shape)
+            out.append(cand)
+    return out
