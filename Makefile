@@ -41,7 +41,7 @@ lint: install
 	$(BIN)/ruff check .
 
 bench: install
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run_all.py $(BENCH)
 
 clean:
 	-$(BIN)/dis-serve down --all 2>/dev/null

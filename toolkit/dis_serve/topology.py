@@ -339,8 +339,12 @@ class Coordination(_Strict):
     nats: Nats = Field(default_factory=Nats, description="Message bus (JetStream).")
     request_plane: RequestPlane = Field(
         default=RequestPlane.TCP, description="How requests reach workers: tcp | nats.")
+    # NATS by default: Dynamo 1.6.1's ZMQ event publishers bind 0.0.0.0 whatever
+    # DYN_EVENT_PLANE_HOST says, and a local graph must stay on loopback.
     event_plane: EventPlane = Field(
-        default=EventPlane.ZMQ, description="How KV events reach the router: zmq | nats.")
+        default=EventPlane.NATS,
+        description="How KV events reach the router: nats | zmq (zmq listens on all "
+                    "interfaces in Dynamo 1.6.1).")
 
     @model_validator(mode="after")
     def _planes_have_nats(self) -> Coordination:

@@ -1,9 +1,250 @@
-"""CLI commands for the launch group (filled in by its issue)."""
+"""`up`, `status`, `logs`, `down`: run a graph and find it again from another shell."""
 
 from __future__ import annotations
 
+import json
+import queue
+import shlex
+import signal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import RunError, UserInputError
+
+if TYPE_CHECKING:
+    from ..launch.rundir import RunDir
+    from ..launch.status import GraphStatus
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def _load(file: Path | None):  # -> Topology, imported lazily to keep `--help` light
+    from ..builtin import DEMO_TOPOLOGY
+    from ..topology import Topology
+    from ..yaml_input import load_model_file
+
+    return load_model_file(Topology, file or DEMO_TOPOLOGY)
+
+
+def status_table(status: GraphStatus, *, check_pids: bool = False) -> Table:
+    from ..launch.process import same_process
+
+    table = Table(title=f"{status.name}: {status.phase.value}", title_justify="left")
+    for column in ("process", "pid", "state", "port", "restarts", "ready"):
+        table.add_column(column, justify="right" if column in ("pid", "restarts") else "left")
+    for proc in status.processes:
+        state, ready = proc.state.value, proc.ready
+        # The record may be stale (its supervisor killed): say what is true now.
+        if check_pids and proc.state.alive and not same_process(proc.pid or 0, proc.create_time):
+            state, ready = "gone", False
+        ports = ", ".join(str(p) for p in proc.ports.values()) or "-"
+        table.add_row(proc.name, str(proc.pid or "-"), state, ports, str(proc.restarts),
+                      "yes" if ready else "no")
+    return table
+
+
+def _curl(endpoint: str, model: str) -> str:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "w3 w4 w5"}],
+                       "max_tokens": 16})
+    return (f"curl -s {endpoint}/v1/chat/completions -H 'Content-Type: application/json' "
+            f"-d {shlex.quote(body)}")
+
+
+def _print_ready(status: GraphStatus) -> None:
+    console.print(f"ready in {status.ready_after_s:.1f} s: {status.endpoint}  "
+                  f"(model {status.model_name}, run dir {status.run_dir})", markup=False)
+    console.print(_curl(status.endpoint, status.model_name), markup=False)
+
+
+def _print_preparation(prepared) -> None:  # PreparedRun
+    if prepared.cleaned:
+        names = ", ".join(item.name for item in prepared.cleaned)
+        console.print(f"cleaned up processes a previous supervisor left running: {names}",
+                      markup=False)
+    for warning in prepared.warnings:
+        console.print(f"warning: {warning}", markup=False)
+
+
+def up(
+    file: Annotated[Path | None, typer.Argument(
+        help="Topology YAML (default: the built-in demo graph).")] = None,
+    detach: Annotated[bool, typer.Option(
+        "--detach", "-d", help="Return once ready; the graph keeps running in the "
+                               "background until `dis-serve down`.")] = False,
+    timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for the graph to be ready.", min=1)] = 120.0,
+) -> None:
+    """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
+    topo = _load(file)
+    if detach:
+        _up_detached(topo, timeout)
+    else:
+        _up_foreground(topo, timeout)
+
+
+def _up_detached(topo, timeout: float) -> None:
+    from ..launch.daemon import start_detached
+
+    status, prepared = start_detached(topo, ready_timeout_s=timeout)
+    _print_preparation(prepared)
+    console.print(status_table(status))
+    _print_ready(status)
+    console.print(f"next: dis-serve status {status.name} | dis-serve logs frontend --name "
+                  f"{status.name} | dis-serve down {status.name}", markup=False)
+
+
+def _up_foreground(topo, timeout: float) -> None:
+    from rich.live import Live
+
+    from ..launch.graph import launch_graph
+
+    # Ctrl-C stops the graph, even from a shell that ignores SIGINT in background jobs; so do
+    # `dis-serve down` from another shell (SIGTERM) and a closed terminal (SIGHUP).
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+    events: queue.Queue[str] = queue.Queue()
+    graph = launch_graph(topo, ready_timeout_s=timeout, on_event=events.put)
+    _print_preparation(graph.prepared)
+    supervisor = graph.supervisor
+    try:
+        with Live(status_table(graph.status()), console=console, refresh_per_second=8) as live:
+            while not supervisor.ready.wait(0.1) and not supervisor.finished.is_set():
+                live.update(status_table(graph.status()))
+            live.update(status_table(graph.status()))
+        if not console.is_terminal:
+            console.line()  # Live leaves its last frame without a newline off a terminal
+        if supervisor.ready.is_set() and not supervisor.finished.is_set():
+            _print_ready(graph.status())
+            console.print("Ctrl-C stops the graph.", markup=False)
+        while not supervisor.finished.wait(0.2):
+            _drain(events)
+    except KeyboardInterrupt:
+        console.print("stopping...", markup=False)
+    finally:
+        graph.stop()
+    if graph.error:
+        raise RunError(graph.error)
+    console.print(f"stopped {topo.name}", markup=False)
+
+
+def _drain(events: queue.Queue[str]) -> None:
+    """Print the supervisor's events (crashes, restarts); ready and failure have their own
+    output."""
+    while True:
+        try:
+            message = events.get_nowait()
+        except queue.Empty:
+            return
+        if not message.startswith(("ready", "failed")):
+            console.print(message, markup=False)
+
+
+def status(
+    name: Annotated[str | None, typer.Argument(
+        help="Graph name (default: the only running graph).")] = None,
+) -> None:
+    """Show a running graph's processes: pid, state, port, restarts, ready."""
+    from ..launch.control import find_run, supervisor_alive
+
+    run = find_run(name, active_only=False)
+    state = run.read_state()
+    if state is None:
+        raise UserInputError(f"graph {run.name!r} has no recorded state in {run.path}",
+                             fix="start it with `dis-serve up`")
+    console.print(status_table(state, check_pids=True))
+    alive = supervisor_alive(state)
+    if alive and state.phase.value == "ready":
+        console.print(f"serving {state.model_name} at {state.endpoint} (supervisor pid "
+                      f"{state.supervisor_pid})", markup=False)
+    elif not alive and not state.phase.finished:
+        console.print(f"the supervisor (pid {state.supervisor_pid}) is gone; the table is its "
+                      f"last record; `dis-serve down {state.name}` stops anything left",
+                      markup=False)
+    if state.error:
+        console.print(f"error: {state.error}", markup=False)
+
+
+def logs(
+    process: Annotated[str | None, typer.Argument(
+        help="Process name (etcd, nats, frontend, prefill-0...; default: all).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")]
+    = False,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Graph name (default: the only running graph).")] = None,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines to show first.", min=0)]
+    = 40,
+) -> None:
+    """Print a graph's process logs (Ctrl-C ends --follow)."""
+    from ..launch.control import find_run
+
+    run = find_run(name, active_only=False)
+    names = _process_names(run)
+    if process is not None and process not in names:
+        raise UserInputError(f"no process {process!r} in graph {run.name}",
+                             fix="use one of " + ", ".join(names))
+    chosen = [process] if process else names
+    prefix = len(chosen) > 1
+    for proc in chosen:
+        for line in run.tail(proc, lines):
+            console.print(f"{proc} | {line}" if prefix else line, markup=False)
+    if follow:
+        _follow(run, chosen, prefix)
+
+
+def _process_names(run: RunDir) -> list[str]:
+    state = run.read_state()
+    if state is not None:
+        return [p.name for p in state.processes] + ["supervisor"]
+    return sorted(p.stem for p in run.logs.glob("*.log"))
+
+
+def _follow(run: RunDir, names: list[str], prefix: bool) -> None:
+    try:
+        for proc, line in run.follow(names):
+            console.print(f"{proc} | {line}" if prefix else line, markup=False)
+    except KeyboardInterrupt:
+        return
+
+
+def down(
+    name: Annotated[str | None, typer.Argument(
+        help="Graph name (default: the only running graph).")] = None,
+    all_graphs: Annotated[bool, typer.Option("--all", help="Stop every running graph.")]
+    = False,
+) -> None:
+    """Stop a graph: frontend, workers, NATS, etcd; nothing it started keeps running."""
+    from ..launch.control import active_runs, find_run, stop_run
+
+    if all_graphs:
+        runs = active_runs()
+        if not runs:
+            console.print("no graph is running", markup=False)
+    elif name is None and not active_runs():
+        console.print("no graph is running", markup=False)
+        return
+    else:
+        runs = [find_run(name)]
+    for run in runs:
+        result = stop_run(run)
+        if result.had_supervisor:
+            console.print(f"stopped {result.name} (supervisor exited after "
+                          f"{result.supervisor_exit_s:.1f} s)", markup=False)
+        if result.leftovers:
+            names = ", ".join(item.name for item in result.leftovers)
+            what = "left running" if result.had_supervisor else "left by a dead supervisor"
+            console.print(f"{result.name}: stopped processes {what}: {names}", markup=False)
+        elif result.stale:
+            console.print(f"{result.name}: its supervisor had died and none of its processes "
+                          "were left; marked stopped", markup=False)
+        elif not result.had_supervisor:
+            console.print(f"{result.name} is not running", markup=False)
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
+    for command in (up, status, logs, down):
+        app.command()(command)

@@ -76,8 +76,8 @@ def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main", "image": IMAGES[topo.backend], "workingDir": "/workspace",
         "envFrom": [{"secretRef": {"name": HF_SECRET}}],
-        "env": [{"name": "DYN_SYSTEM_ENABLED", "value": "true"},
-                {"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)}],
+        "env": [{"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
+                {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'}],
         "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
         "livenessProbe": _probe("/live", 10, 3),
         "readinessProbe": _probe("/health", 10, 3),

@@ -245,8 +245,12 @@ def _workers(topo: Topology, ctx: RenderContext, model_path: str) -> list[Proces
             global_ids = assignment[role][index]
             node = global_ids[0] // per_node
             local_ids = [g % per_node for g in global_ids]
-            env = _dynamo_env(topo) | {"DYN_SYSTEM_PORT": str(port),
-                                       "DYN_SYSTEM_ENABLED": "true"}
+            env = _dynamo_env(topo) | {
+                "DYN_SYSTEM_PORT": str(port),
+                # Without it a 1.6.1 worker's /health never leaves "notready", although
+                # Dynamo logs the variable as deprecated.
+                "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]',
+            }
             if topo.backend is Backend.TRTLLM:
                 argv = trtllm_argv(topo, role, ctx.python, model_path,
                                    str(engine_config_path(ctx.run_dir, role)))

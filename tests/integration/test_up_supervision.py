@@ -1,0 +1,126 @@
+"""The supervisor against real processes: restarts, failover, timeouts, giving up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+
+from dis_serve.builtin import DEMO_TOPOLOGY
+from dis_serve.errors import RunError
+from dis_serve.launch.graph import start_graph
+from dis_serve.launch.process import same_process
+from dis_serve.launch.status import ProcessState
+from dis_serve.launch.supervisor import RestartPolicy
+from dis_serve.topology import Topology
+from dis_serve.yaml_input import load_model_file
+
+pytestmark = pytest.mark.integration
+FAST = RestartPolicy(backoff_base_s=0.2, backoff_cap_s=1.0, max_failures=3, window_s=60)
+
+
+def _topology(name: str, base: int, **pools) -> Topology:
+    """The demo graph under another name, on ports base..base+19 (tests use 18000-18999)."""
+    data = load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json")
+    data["name"] = name
+    data["frontend"]["port"] = base
+    data["coordination"].update(etcd={"client_port": base + 1, "peer_port": base + 2},
+                                nats={"port": base + 3}, event_plane="nats")
+    data["observability"] = {"system_port_base": base + 10}
+    for role, workers in pools.items():
+        data["pools"][role]["workers"] = workers
+    return Topology.model_validate(data)
+
+
+def _wait_until(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def _chat_ok(graph, max_tokens: int = 4) -> bool:
+    response = httpx.post(f"{graph.endpoint}/v1/chat/completions", timeout=30, json={
+        "model": graph.model_name, "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "w3 w4"}]})
+    return response.status_code == 200
+
+
+def _all_gone(status) -> bool:
+    return not any(same_process(p.pid or 0, p.create_time) for p in status.processes)
+
+
+def test_a_crashed_worker_is_restarted_and_serves_again(tmp_path):
+    with start_graph(_topology("it-restart", 18200), run_root=tmp_path, policy=FAST) as graph:
+        victim = graph.status().process("prefill-0")
+        os.killpg(victim.pid, signal.SIGKILL)
+        assert _wait_until(lambda: graph.status().process("prefill-0").restarts == 1
+                           and graph.status().process("prefill-0").ready)
+        restarted = graph.status().process("prefill-0")
+        assert restarted.pid != victim.pid
+        assert restarted.state is ProcessState.READY
+        assert _wait_until(lambda: _chat_ok(graph))
+    assert _all_gone(graph.status())
+
+
+def test_killing_a_decode_worker_mid_stream_keeps_the_endpoint_answering(tmp_path):
+    topo = _topology("it-failover", 18250, decode=2)
+    slow = RestartPolicy(backoff_base_s=60)  # decode-0 stays dead for the whole test
+    with start_graph(topo, run_root=tmp_path, policy=slow) as graph:
+        started = threading.Barrier(7)
+        tokens: list[int] = []
+
+        def stream(i: int) -> None:
+            count, first = 0, True
+            with httpx.stream("POST", f"{graph.endpoint}/v1/chat/completions", timeout=60,
+                              json={"model": graph.model_name, "max_tokens": 200,
+                                    "stream": True, "ignore_eos": True,
+                                    "messages": [{"role": "user", "content": f"w{i} w7"}]}) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: {") and '"content"' in line:
+                        count += 1
+                        if first:
+                            first = False
+                            started.wait()
+            tokens.append(count)
+
+        threads = [threading.Thread(target=stream, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        started.wait(timeout=30)  # every stream is producing tokens
+        os.killpg(graph.status().process("decode-0").pid, signal.SIGKILL)
+        for thread in threads:
+            thread.join(timeout=60)
+        assert tokens == [200] * 6
+        assert graph.status().process("decode-0").state is ProcessState.BACKOFF
+        assert all(_chat_ok(graph) for _ in range(5))
+
+
+def test_a_graph_not_ready_in_time_names_the_process_and_stops_everything(tmp_path):
+    with pytest.raises(RunError) as failure:
+        start_graph(_topology("it-timeout", 18300), run_root=tmp_path, ready_timeout_s=0.3)
+    message = str(failure.value)
+    assert "not ready after 0.3 s" in message
+    assert "is not ready" in message and "last lines of" in message
+    run_dir = tmp_path / "runs" / "it-timeout"
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if any(str(run_dir) in part for part in p.info["cmdline"] or [])]
+
+
+def test_a_worker_that_keeps_crashing_makes_the_graph_give_up(tmp_path):
+    topo = _topology("it-giveup", 18350)
+    topo = topo.model_copy(update={"mocker": topo.mocker.model_copy(
+        update={"profile_data": str(tmp_path / "missing.npz")})})
+    started = time.monotonic()
+    with pytest.raises(RunError) as failure:
+        start_graph(topo, run_root=tmp_path, policy=FAST, ready_timeout_s=60)
+    assert time.monotonic() - started < 60
+    assert "crashed 3 times" in str(failure.value)
+    assert "giving up" in str(failure.value)

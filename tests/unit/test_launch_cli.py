@@ -1,0 +1,107 @@
+"""`up`, `status`, `logs`, `down` where no process needs to start: errors are one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import GRAPHS
+from dis_serve.launch.rundir import RunDir
+from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _record(home, name="g1", phase=GraphPhase.READY) -> RunDir:
+    """A run directory whose supervisor is gone: our pid, but a create time it never had."""
+    run = RunDir.for_graph(name, home)
+    run.prepare()
+    run.write_state(GraphStatus(
+        name=name, namespace=f"dis-serve-{name}", run_dir=str(run.path),
+        endpoint="http://127.0.0.1:18999", model_name="m", supervisor_pid=os.getpid(),
+        supervisor_create_time=1.0, phase=phase, started_at=0.0,
+        processes=[ProcessStatus(name="frontend", kind="frontend", pid=None,
+                                 state=ProcessState.READY, ports={"http": 18999})]))
+    run.log_file("frontend").write_text("one\n\x1b[32mtwo\x1b[0m\n")
+    return run
+
+
+def test_up_with_a_missing_file_fails_in_one_line(run_cli, tmp_path):
+    result = run_cli("up", tmp_path / "nope.yaml", "--detach")
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "nope.yaml" in result.stderr
+
+
+def test_up_of_a_multi_node_trtllm_graph_points_to_kubernetes(run_cli):
+    result = run_cli("up", GRAPHS / "llama70b-h100-disagg.yaml", "--detach")
+    assert result.exit_code == 2
+    assert "render --target k8s" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_up_of_a_trtllm_graph_without_tensorrt_llm_says_what_to_install(run_cli):
+    result = run_cli("up", GRAPHS / "llama8b-8gpu-disagg.yaml", "--detach")
+    assert result.exit_code == 2
+    assert "TensorRT-LLM" in result.stderr
+
+
+def test_down_with_nothing_running_says_so_and_succeeds(run_cli):
+    result = run_cli("down")
+    assert result.exit_code == 0
+    assert "no graph is running" in result.stdout
+
+
+def test_status_with_no_graph_fails_with_the_next_step(run_cli):
+    result = run_cli("status")
+    assert result.exit_code == 2
+    assert "dis-serve up" in result.stderr
+
+
+def test_status_of_a_graph_whose_supervisor_died_says_it_is_gone(run_cli, home):
+    _record(home)
+    result = run_cli("status", "g1")
+    assert result.exit_code == 0
+    assert "is gone" in result.stdout
+    assert "dis-serve down g1" in result.stdout
+
+
+def test_down_of_a_dead_supervisors_graph_marks_it_stopped(run_cli, home):
+    run = _record(home)
+    result = run_cli("down", "g1")
+    assert result.exit_code == 0
+    assert "marked stopped" in result.stdout
+    state = run.read_state()
+    assert state is not None and state.phase is GraphPhase.STOPPED
+
+
+def test_logs_prints_a_process_log_without_colour_codes(run_cli, home):
+    _record(home)
+    result = run_cli("logs", "frontend", "--name", "g1")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == ["one", "two"]
+
+
+def test_logs_of_an_unknown_process_lists_the_real_ones(run_cli, home):
+    _record(home)
+    result = run_cli("logs", "decode-7", "--name", "g1")
+    assert result.exit_code == 2
+    assert "frontend" in result.stderr
+
+
+def test_a_graph_name_that_does_not_exist_lists_the_known_ones(run_cli, home):
+    _record(home, "g1", GraphPhase.STOPPED)
+    result = run_cli("status", "other")
+    assert result.exit_code == 2
+    assert "g1" in result.stderr
+
+
+def test_help_lists_the_launch_commands(run_cli):
+    result = run_cli("--help")
+    for command in ("up", "status", "logs", "down"):
+        assert command in result.stdout

@@ -1,0 +1,117 @@
+"""Run directories, process identity and the preflight checks that need no processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from dis_serve.builtin import DEMO_TOPOLOGY
+from dis_serve.launch.preflight import exposure_warnings, find_binary, port_key
+from dis_serve.launch.process import create_time, same_process
+from dis_serve.launch.rundir import RunDir, default_root, list_runs, strip_ansi
+from dis_serve.render.launch_plan import RenderContext, render_launch_plan
+from dis_serve.topology import Topology
+from dis_serve.yaml_input import load_model_file
+
+
+def test_runs_live_under_dis_serve_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    assert RunDir.for_graph("demo").path == tmp_path / "runs" / "demo"
+
+
+def test_runs_default_to_dot_dis_serve_in_the_working_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("DIS_SERVE_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert default_root() == tmp_path / ".dis-serve"
+
+
+def test_list_runs_finds_every_graph_directory(tmp_path):
+    for name in ("b", "a"):
+        RunDir.for_graph(name, tmp_path).prepare()
+    assert [r.name for r in list_runs(tmp_path)] == ["a", "b"]
+
+
+def test_tail_returns_the_last_lines_without_colour(tmp_path):
+    run = RunDir.for_graph("g", tmp_path)
+    run.prepare()
+    run.log_file("etcd").write_text("".join(f"\x1b[2mline {i}\x1b[0m\n" for i in range(50)))
+    assert run.tail("etcd", 3) == ["line 47", "line 48", "line 49"]
+
+
+def test_tail_of_a_missing_log_is_empty(tmp_path):
+    assert RunDir.for_graph("g", tmp_path).tail("nope") == []
+
+
+def test_strip_ansi_removes_rust_log_colours():
+    assert strip_ansi("\x1b[2m2026\x1b[0m \x1b[32m INFO\x1b[0m x") == "2026  INFO x"
+
+
+def test_a_pid_is_ours_only_with_its_create_time():
+    mine = create_time(os.getpid())
+    assert same_process(os.getpid(), mine)
+    assert not same_process(os.getpid(), (mine or 0) - 100)
+    assert not same_process(os.getpid(), None)
+
+
+def test_binaries_are_found_next_to_the_interpreter_first():
+    found = find_binary("nats-server")
+    assert found == str(Path(sys.executable).parent / "nats-server")
+
+
+def test_etcd_distros_python_wrapper_is_skipped_for_the_real_binary():
+    found = find_binary("etcd")
+    assert found is not None
+    assert Path(found).read_bytes()[:4] == b"\x7fELF"
+
+
+def test_port_conflicts_name_the_topology_key_to_change():
+    topo = load_model_file(Topology, DEMO_TOPOLOGY)
+    plan = render_launch_plan(topo, RenderContext(run_dir=Path("/run/x")))
+    keys = {(spec.name, name): port_key(spec, name, plan)
+            for spec in plan.processes for name in spec.ports}
+    assert keys == {
+        ("etcd", "client"): "coordination.etcd.client_port",
+        ("etcd", "peer"): "coordination.etcd.peer_port",
+        ("nats", "client"): "coordination.nats.port",
+        ("frontend", "http"): "frontend.port",
+        ("prefill-0", "system"): "observability.system_port_base + 0",
+        ("decode-0", "system"): "observability.system_port_base + 1",
+    }
+
+
+def _demo(**update) -> Topology:
+    data = load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json")
+    for dotted, value in update.items():
+        section, key = dotted.split("__")
+        data[section][key] = value
+    return Topology.model_validate(data)
+
+
+def test_a_loopback_graph_on_the_nats_event_plane_has_no_exposure_warning():
+    assert exposure_warnings(_demo(coordination__event_plane="nats")) == []
+
+
+def test_the_zmq_event_plane_is_flagged_for_binding_every_interface():
+    [warning] = exposure_warnings(_demo(coordination__event_plane="zmq"))
+    assert "0.0.0.0" in warning and "event_plane: nats" in warning
+
+
+def test_a_frontend_on_a_public_address_is_flagged():
+    warnings = exposure_warnings(_demo(frontend__host="0.0.0.0",
+                                       coordination__event_plane="nats"))
+    assert warnings == ["frontend.host is 0.0.0.0: the OpenAI endpoint is reachable from the "
+                        "network, without authentication"]
+
+
+def test_follow_yields_only_lines_appended_after_it_started(tmp_path):
+    run = RunDir.for_graph("g", tmp_path)
+    run.prepare()
+    run.log_file("frontend").write_text("old\n")
+    lines = run.follow(["frontend"], poll_s=0.01)
+    with run.log_file("frontend").open("a") as log:
+        log.write("\x1b[32mnew\x1b[0m\nhalf")
+    assert next(lines) == ("frontend", "new")
+    with run.log_file("frontend").open("a") as log:
+        log.write(" done\n")
+    assert next(lines) == ("frontend", "half done")

@@ -1,0 +1,118 @@
+"""Find a graph from another shell through its run directory, and stop it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import PreflightError, UserInputError
+from .orphans import Leftover, kill_leftovers, leftovers
+from .process import same_process
+from .rundir import RunDir, default_root, list_runs
+from .status import GraphPhase, GraphStatus, ProcessState
+
+
+def supervisor_alive(status: GraphStatus) -> bool:
+    return same_process(status.supervisor_pid, status.supervisor_create_time)
+
+
+def is_active(run: RunDir) -> bool:
+    """A live supervisor owns the graph, or its record says it runs (a supervisor killed
+    before it could say otherwise), or processes it started are still running."""
+    status = run.read_state()
+    if status is None:
+        return False
+    return supervisor_alive(status) or not status.phase.finished or bool(leftovers(status))
+
+
+def active_runs(root: Path | None = None) -> list[RunDir]:
+    return [run for run in list_runs(root) if is_active(run)]
+
+
+def find_run(name: str | None, root: Path | None = None, *, active_only: bool = True) -> RunDir:
+    """The run named `name`; else the only active one; else (unless `active_only`) the only
+    one there is."""
+    where = root or default_root()
+    if name is not None:
+        run = RunDir.for_graph(name, root)
+        if not run.exists():
+            known = ", ".join(r.name for r in list_runs(root)) or "none"
+            raise UserInputError(f"no graph named {name!r} under {where} (graphs: {known})",
+                                 fix="pass one of those names, or run from the directory "
+                                     "you started it in (or set DIS_SERVE_HOME)")
+        return run
+    candidates = active_runs(root)
+    if not candidates and not active_only:
+        candidates = list_runs(root)
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise UserInputError(f"no graph is running under {where}",
+                             fix="start one with `dis-serve up`, or set DIS_SERVE_HOME to "
+                                 "where it was started")
+    names = ", ".join(r.name for r in candidates)
+    raise UserInputError(f"several graphs are running ({names})", fix="name one")
+
+
+def claim(run: RunDir) -> list[Leftover]:
+    """Before `up`: refuse a graph that is running; stop what a dead supervisor left behind."""
+    status = run.read_state()
+    if status is None:
+        return []
+    if supervisor_alive(status) and not status.phase.finished:
+        raise PreflightError(
+            f"graph {status.name!r} is already running (supervisor pid {status.supervisor_pid}, "
+            f"{status.endpoint}); stop it with `dis-serve down {status.name}` or give this "
+            "graph another name")
+    return kill_leftovers(status)
+
+
+@dataclass(frozen=True)
+class StopResult:
+    name: str
+    had_supervisor: bool
+    stale: bool = False
+    supervisor_exit_s: float | None = None
+    leftovers: list[Leftover] = field(default_factory=list)
+
+
+def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
+    """Ask the graph's supervisor to stop it (SIGTERM) and wait; clean up whatever remains
+    (everything, when the supervisor is gone)."""
+    status = run.read_state()
+    if status is None:
+        return StopResult(name=run.name, had_supervisor=False)
+    waited = None
+    alive = supervisor_alive(status)
+    if alive:
+        start = time.monotonic()
+        _signal(status.supervisor_pid, signal.SIGTERM)
+        while supervisor_alive(status) and time.monotonic() - start < timeout_s:
+            time.sleep(0.05)
+        if supervisor_alive(status):
+            # Its children die with it (PR_SET_PDEATHSIG); the sweep below gets the rest.
+            _signal(status.supervisor_pid, signal.SIGKILL)
+        waited = time.monotonic() - start
+    found = kill_leftovers(status)
+    stale = not alive and not status.phase.finished
+    if stale:
+        # Nobody else will: record that the graph is down, so `status` stops reporting a
+        # dead supervisor's last view.
+        run.write_state(mark_stopped(status))
+    return StopResult(name=status.name, had_supervisor=alive, stale=stale,
+                      supervisor_exit_s=waited, leftovers=found)
+
+
+def mark_stopped(status: GraphStatus) -> GraphStatus:
+    processes = [p.model_copy(update={"state": ProcessState.STOPPED, "ready": False})
+                 for p in status.processes]
+    return status.model_copy(update={"phase": GraphPhase.STOPPED, "processes": processes})
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)

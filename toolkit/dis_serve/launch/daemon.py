@@ -1,0 +1,105 @@
+"""The detached supervisor behind `dis-serve up --detach`.
+
+`up` runs preflight and prepares the run directory in its own process (so bad input fails
+fast with exit 2), then forks: the child leaves the terminal's session, sends its output to
+`logs/supervisor.log`, supervises the graph until SIGTERM/SIGINT/SIGHUP (what `down` sends)
+or failure, and exits 0 after a requested stop, 1 after a failure. The parent returns once
+`state.json` says ready. Forking (not a fresh `python -m ...`) saves an interpreter start
+and the imports, about 0.3 s of every detached bring-up; it is safe because nothing in `up`
+has started a thread by then.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from ..errors import RunError
+from ..topology import Topology
+from .graph import PreparedRun, prepare_run
+from .rundir import RunDir
+from .status import GraphPhase, GraphStatus
+from .supervisor import Supervisor
+
+POLL_S = 0.02
+
+
+def start_detached(topo: Topology, *, run_root: Path | None = None,
+                   ready_timeout_s: float = 120.0) -> tuple[GraphStatus, PreparedRun]:
+    """Start the graph under a detached supervisor; return its status once ready.
+    RunError (with the supervisor's reason) if the graph fails before that."""
+    prepared = prepare_run(topo, run_root)
+    run_dir = prepared.run_dir
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _daemon_main(run_dir, ready_timeout_s)  # never returns
+    try:
+        return _wait_ready(run_dir, pid), prepared
+    except KeyboardInterrupt:
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+        raise
+
+
+def _wait_ready(run_dir: RunDir, pid: int) -> GraphStatus:
+    while True:
+        status = run_dir.read_state()
+        if status is not None and status.supervisor_pid == pid:
+            if status.phase is GraphPhase.READY:
+                return status
+            if status.phase is GraphPhase.FAILED:
+                os.waitpid(pid, 0)
+                raise RunError(status.error or "the graph failed")
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done:
+            tail = "\n".join("  " + line for line in run_dir.tail("supervisor"))
+            raise RunError(f"the supervisor exited (status {os.waitstatus_to_exitcode(code)}) "
+                           f"before the graph was ready; {run_dir.supervisor_log}:\n{tail}")
+        time.sleep(POLL_S)
+
+
+def _daemon_main(run_dir: RunDir, ready_timeout_s: float) -> None:
+    code = 1
+    try:
+        os.setsid()
+        _redirect_stdio(run_dir.supervisor_log)
+        code = supervise(run_dir, ready_timeout_s)
+    except BaseException:  # the child must never return into the CLI's code
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _redirect_stdio(log: Path) -> None:
+    # Let go of the terminal and of any pipe the caller reads `up`'s output from.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(devnull, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(devnull)
+    os.close(out)
+
+
+def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
+    """Run the prepared plan in `run_dir` until asked to stop; the process's exit status."""
+    supervisor = Supervisor(run_dir.read_plan(), run_dir, ready_timeout_s=ready_timeout_s,
+                            on_event=lambda msg: print(msg, flush=True))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: supervisor.request_stop())
+    thread = threading.Thread(target=supervisor.run, name="supervisor")
+    thread.start()
+    # Wait in short slices: the main thread must stay responsive to signals.
+    while not supervisor.finished.wait(0.5):
+        pass
+    thread.join()
+    return 1 if supervisor.error else 0

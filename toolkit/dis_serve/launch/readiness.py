@@ -1,0 +1,132 @@
+"""Is a process ready, and does the router see every worker? Probes, nothing else.
+
+Signals (read from Dynamo 1.6.1's behaviour):
+- etcd: `GET /health` answers 200. NATS: its client port accepts a connection.
+- a worker: its system port's `GET /health` answers 200 with `"status": "ready"`. Dynamo
+  1.6.1 reports "notready" forever unless `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS` names the
+  endpoints whose registration makes it ready; the launch plan sets it for every worker.
+- the frontend: `GET /v1/models` lists the served model.
+- the router: `GET /v1/models/<model>/ready` counts, per worker type (prefill, decode), the
+  workers the frontend's model manager has attached to the model in our namespace; that is
+  what requests are routed across.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessKind, ProcessSpec
+from ..topology import PoolRole
+
+if TYPE_CHECKING:
+    # Imported where used: httpx costs ~60 ms, which `up` would otherwise spend before the
+    # first process starts.
+    import httpx
+
+PROBE_TIMEOUT_S = 2.0
+
+
+def http_client() -> httpx.Client:
+    import httpx
+
+    # trust_env=False: a proxy from the environment must never sit between us and loopback.
+    return httpx.Client(trust_env=False, timeout=httpx.Timeout(PROBE_TIMEOUT_S, connect=0.5))
+
+
+def tcp_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _get_json(client: httpx.Client, url: str) -> tuple[int, object]:
+    """Status code and JSON body (None if not JSON); (0, None) when nothing answers."""
+    import httpx
+
+    try:
+        response = client.get(url)
+    except httpx.HTTPError:
+        return 0, None
+    try:
+        return response.status_code, response.json()
+    except ValueError:
+        return response.status_code, None
+
+
+def process_ready(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> bool:
+    """One probe of one process; cheap enough to call every poll."""
+    probe = spec.readiness
+    if probe.kind is ProbeKind.TCP:
+        assert probe.port is not None
+        return tcp_accepts(probe.port)
+    assert probe.url is not None
+    if spec.kind is ProcessKind.FRONTEND:
+        # Listing the model implies a healthy server; one request per poll, not two, matters
+        # on a small machine while three Python processes start.
+        return plan.model_name in served_models(client, plan.endpoint)
+    code, body = _get_json(client, probe.url)
+    if code != 200:
+        return False
+    if spec.kind is ProcessKind.WORKER:
+        return isinstance(body, dict) and body.get("status") == "ready"
+    return True
+
+
+def served_models(client: httpx.Client, endpoint: str) -> list[str]:
+    code, body = _get_json(client, f"{endpoint}/v1/models")
+    if code != 200 or not isinstance(body, dict):
+        return []
+    return [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+
+
+@dataclass(frozen=True)
+class RouterView:
+    """Workers the frontend routes across, per worker type, against what the plan expects."""
+
+    seen: dict[str, int]
+    expected: dict[str, int]
+
+    @property
+    def complete(self) -> bool:
+        return all(self.seen.get(t, 0) >= n for t, n in self.expected.items())
+
+    def missing(self) -> list[str]:
+        return [t for t, n in self.expected.items() if self.seen.get(t, 0) < n]
+
+    def describe(self) -> str:
+        return ", ".join(f"{t} {self.seen.get(t, 0)}/{n}" for t, n in self.expected.items())
+
+
+_WORKER_TYPES = {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
+                 PoolRole.AGG: "aggregated"}
+
+
+def worker_type(role: PoolRole) -> str:
+    """The frontend's name (in /v1/models/<model>/ready) for workers of this role."""
+    return _WORKER_TYPES[role]
+
+
+def expected_workers(plan: LaunchPlan) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for spec in plan.workers:
+        assert spec.role is not None
+        key = worker_type(spec.role)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def router_view(client: httpx.Client, plan: LaunchPlan) -> RouterView:
+    expected = expected_workers(plan)
+    url = f"{plan.endpoint}/v1/models/{quote(plan.model_name, safe='')}/ready"
+    _code, body = _get_json(client, url)  # 503 while a worker type is missing: still read it
+    seen: dict[str, int] = {}
+    if isinstance(body, dict):
+        ns = body.get("namespaces", {}).get(plan.namespace, {})
+        types = ns.get("worker_types", {}) if isinstance(ns, dict) else {}
+        seen = {t: int(v.get("workers", 0)) for t, v in types.items() if isinstance(v, dict)}
+    return RouterView(seen=seen, expected=expected)

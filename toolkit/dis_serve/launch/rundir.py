@@ -1,0 +1,158 @@
+"""A graph's run directory: where `status`, `logs` and `down` find a graph from another shell.
+
+Layout under `$DIS_SERVE_HOME` (default `./.dis-serve`):
+
+    runs/<name>/topology.json   the validated topology the graph was started from
+    runs/<name>/plan.json       the rendered launch plan
+    runs/<name>/state.json      what the supervisor observed last (GraphStatus), rewritten
+                                atomically on every change: pids, create times, states
+    runs/<name>/logs/<process>.log, logs/supervisor.log
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..render.launch_plan import LaunchPlan
+from ..topology import Topology
+from .status import GraphStatus
+
+HOME_ENV = "DIS_SERVE_HOME"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def default_root() -> Path:
+    """The directory that holds `runs/`: `$DIS_SERVE_HOME`, else `.dis-serve` in the cwd."""
+    env = os.environ.get(HOME_ENV)
+    return Path(env).expanduser().resolve() if env else Path.cwd() / ".dis-serve"
+
+
+class RunDir:
+    """Paths and files of one graph's run directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def for_graph(cls, name: str, root: Path | None = None) -> RunDir:
+        return cls((root or default_root()) / "runs" / name)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def plan_file(self) -> Path:
+        return self.path / "plan.json"
+
+    @property
+    def topology_file(self) -> Path:
+        return self.path / "topology.json"
+
+    @property
+    def state_file(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.logs / "supervisor.log"
+
+    def log_file(self, process: str) -> Path:
+        return self.logs / f"{process}.log"
+
+    def exists(self) -> bool:
+        return self.state_file.is_file() or self.plan_file.is_file()
+
+    def prepare(self) -> None:
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    # --- the files ------------------------------------------------------------------------
+    def write_launch_inputs(self, topo: Topology, plan: LaunchPlan) -> None:
+        self.prepare()
+        _write_atomic(self.topology_file, topo.model_dump_json(indent=2))
+        _write_atomic(self.plan_file, plan.model_dump_json(indent=2))
+
+    def read_topology(self) -> Topology:
+        return Topology.model_validate_json(self.topology_file.read_text())
+
+    def read_plan(self) -> LaunchPlan:
+        return LaunchPlan.model_validate_json(self.plan_file.read_text())
+
+    def write_state(self, status: GraphStatus) -> None:
+        _write_atomic(self.state_file, status.model_dump_json(indent=2))
+
+    def read_state(self) -> GraphStatus | None:
+        """The last recorded status, or None when there is none (or it is unreadable)."""
+        try:
+            return GraphStatus.model_validate_json(self.state_file.read_text())
+        except (OSError, ValueError, ValidationError):
+            return None
+
+    def tail(self, process: str, lines: int = 20) -> list[str]:
+        """The last `lines` lines of a process's log, without terminal colour codes."""
+        path = self.log_file(process)
+        try:
+            with path.open("rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 64 * 1024))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return [strip_ansi(line) for line in text.splitlines()[-lines:]]
+
+
+    def follow(self, processes: list[str], poll_s: float = 0.2) -> Iterator[tuple[str, str]]:
+        """(process, line) for every line appended to these logs after this call; endless."""
+        offsets = {p: (self.log_file(p).stat().st_size if self.log_file(p).exists() else 0)
+                   for p in processes}
+        return self._appended_lines(offsets, poll_s)
+
+    def _appended_lines(self, offsets: dict[str, int],
+                        poll_s: float) -> Iterator[tuple[str, str]]:
+        partial = dict.fromkeys(offsets, "")
+        while True:
+            for proc in offsets:
+                path = self.log_file(proc)
+                try:
+                    if path.stat().st_size < offsets[proc]:
+                        offsets[proc] = 0  # a new run's file
+                    with path.open("rb") as f:
+                        f.seek(offsets[proc])
+                        chunk = f.read().decode("utf-8", "replace")
+                        offsets[proc] = f.tell()
+                except OSError:
+                    continue
+                *complete, partial[proc] = (partial[proc] + chunk).split("\n")
+                for line in complete:
+                    yield proc, strip_ansi(line)
+            time.sleep(poll_s)
+
+
+def strip_ansi(text: str) -> str:
+    # Dynamo's Rust logger colours its output even when it goes to a file.
+    return _ANSI.sub("", text)
+
+
+def list_runs(root: Path | None = None) -> list[RunDir]:
+    runs = (root or default_root()) / "runs"
+    if not runs.is_dir():
+        return []
+    return sorted((RunDir(p) for p in runs.iterdir() if p.is_dir()), key=lambda r: r.name)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    # Readers in other shells must never see a half-written file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

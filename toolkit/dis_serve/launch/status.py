@@ -1,0 +1,73 @@
+"""What the supervisor observed about a running graph (frozen; the topology is the spec)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ProcessState(StrEnum):
+    PENDING = "pending"        # not started yet
+    STARTING = "starting"      # spawned, not yet ready
+    READY = "ready"
+    UNHEALTHY = "unhealthy"    # was ready; its health probe fails now (still running)
+    BACKOFF = "backoff"        # crashed; waiting to restart
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"          # exited and will not be restarted
+
+    @property
+    def alive(self) -> bool:
+        return self in (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY,
+                        ProcessState.STOPPING)
+
+
+class GraphPhase(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (GraphPhase.STOPPED, GraphPhase.FAILED)
+
+
+class ProcessStatus(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    kind: str
+    pid: int | None = Field(default=None, description="Current pid (None before the first start).")
+    create_time: float | None = Field(
+        default=None, description="The pid's start time (psutil): tells our process from a "
+                                  "later one that reuses the pid.")
+    state: ProcessState = ProcessState.PENDING
+    ports: dict[str, int] = Field(default_factory=dict)
+    restarts: int = 0
+    ready: bool = False
+    exit_code: int | None = Field(default=None, description="Last exit status, if it exited.")
+
+
+class GraphStatus(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    namespace: str
+    run_dir: str
+    endpoint: str
+    model_name: str
+    supervisor_pid: int
+    supervisor_create_time: float
+    phase: GraphPhase
+    started_at: float = Field(description="Unix time the supervisor started the graph.")
+    ready_after_s: float | None = Field(
+        default=None, description="Seconds from the first spawn to ready.")
+    error: str | None = Field(default=None, description="Why the graph failed, if it did.")
+    processes: list[ProcessStatus]
+
+    def process(self, name: str) -> ProcessStatus:
+        for proc in self.processes:
+            if proc.name == name:
+                return proc
+        raise KeyError(name)
