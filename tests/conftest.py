@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,3 +36,24 @@ def run_cli(capsys, monkeypatch):
         return CliResult(code, out, err)
 
     return run
+
+
+def on_ports(data: dict, name: str, base: int) -> dict:
+    """A topology mapping renamed and moved onto ports base..base+10+workers, so tests (and
+    several test files at once) never meet each other or a graph a person left running."""
+    data = dict(data, name=name)
+    data["frontend"] = dict(data.get("frontend") or {}, port=base)
+    data["coordination"] = {"etcd": {"client_port": base + 1, "peer_port": base + 2},
+                            "nats": {"port": base + 3}}
+    data["observability"] = {"system_port_base": base + 10}
+    return data
+
+
+def wait_until(predicate, timeout: float = 20.0) -> bool:
+    """Poll `predicate` until it holds or `timeout` seconds pass; its last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()

@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ import psutil
 import pytest
 import yaml
 
+from conftest import on_ports, wait_until
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.launch.control import stop_run
 from dis_serve.launch.process import same_process
@@ -28,12 +28,7 @@ DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 
 def _topology_file(tmp_path: Path, name: str, base: int) -> Path:
     """The demo graph under another name, on ports base..base+11 (tests use 18000-18999)."""
-    data = yaml.safe_load(DEMO_TOPOLOGY.read_text())
-    data["name"] = name
-    data["frontend"]["port"] = base
-    data["coordination"] = {"etcd": {"client_port": base + 1, "peer_port": base + 2},
-                            "nats": {"port": base + 3}, "event_plane": "nats"}
-    data["observability"] = {"system_port_base": base + 10}
+    data = on_ports(yaml.safe_load(DEMO_TOPOLOGY.read_text()), name, base)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -59,15 +54,6 @@ def _processes_of(run_dir: Path) -> list[int]:
         if any(str(run_dir) in part for part in proc.info["cmdline"] or []):
             found.append(proc.pid)
     return found
-
-
-def _wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def _chat(endpoint: str, model: str, **extra) -> dict:
@@ -160,7 +146,7 @@ def test_killing_the_supervisor_takes_every_child_with_it(tmp_path):
     assert up.returncode == 0, up.stderr
     state = _state(home, "it-kill")
     os.kill(state.supervisor_pid, signal.SIGKILL)
-    assert _wait_until(lambda: not any(same_process(p.pid or 0, p.create_time)
+    assert wait_until(lambda: not any(same_process(p.pid or 0, p.create_time)
                                        for p in state.processes), timeout=10)
     down = _cli(home, "down", "it-kill")
     assert down.returncode == 0
@@ -200,7 +186,7 @@ def test_foreground_up_prints_the_endpoint_and_ctrl_c_stops_everything(tmp_path)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=os.environ | {"DIS_SERVE_HOME": str(home)})
     try:
-        assert _wait_until(lambda: (s := run.read_state()) is not None
+        assert wait_until(lambda: (s := run.read_state()) is not None
                            and s.phase is GraphPhase.READY, timeout=60)
         state = _state(home, "it-fg")
         assert _chat(state.endpoint, state.model_name)["choices"]

@@ -11,6 +11,7 @@ import httpx
 import psutil
 import pytest
 
+from conftest import on_ports, wait_until
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import RunError
 from dis_serve.launch.graph import start_graph
@@ -26,24 +27,10 @@ FAST = RestartPolicy(backoff_base_s=0.2, backoff_cap_s=1.0, max_failures=3, wind
 
 def _topology(name: str, base: int, **pools) -> Topology:
     """The demo graph under another name, on ports base..base+19 (tests use 18000-18999)."""
-    data = load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json")
-    data["name"] = name
-    data["frontend"]["port"] = base
-    data["coordination"].update(etcd={"client_port": base + 1, "peer_port": base + 2},
-                                nats={"port": base + 3}, event_plane="nats")
-    data["observability"] = {"system_port_base": base + 10}
+    data = on_ports(load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json"), name, base)
     for role, workers in pools.items():
         data["pools"][role]["workers"] = workers
     return Topology.model_validate(data)
-
-
-def _wait_until(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def _chat_ok(graph, max_tokens: int = 4) -> bool:
@@ -61,12 +48,12 @@ def test_a_crashed_worker_is_restarted_and_serves_again(tmp_path):
     with start_graph(_topology("it-restart", 18200), run_root=tmp_path, policy=FAST) as graph:
         victim = graph.status().process("prefill-0")
         os.killpg(victim.pid, signal.SIGKILL)
-        assert _wait_until(lambda: graph.status().process("prefill-0").restarts == 1
+        assert wait_until(lambda: graph.status().process("prefill-0").restarts == 1
                            and graph.status().process("prefill-0").ready)
         restarted = graph.status().process("prefill-0")
         assert restarted.pid != victim.pid
         assert restarted.state is ProcessState.READY
-        assert _wait_until(lambda: _chat_ok(graph))
+        assert wait_until(lambda: _chat_ok(graph))
     assert _all_gone(graph.status())
 
 

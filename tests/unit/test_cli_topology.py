@@ -74,3 +74,10 @@ def test_everything_binds_loopback_in_the_local_plan(run_cli, tmp_path):
         for key, value in process["env"].items():
             if key.endswith("_HOST"):
                 assert value == "127.0.0.1"
+
+
+def test_a_bad_option_value_is_a_usage_error_not_a_traceback(run_cli):
+    result = run_cli("up", "--timeout", "soon")
+    assert result.exit_code == 2
+    assert "Invalid value for '--timeout'" in result.stderr
+    assert "Traceback" not in result.stderr

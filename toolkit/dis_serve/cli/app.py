@@ -45,10 +45,11 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click's usage errors carry their own exit codes
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:
+        # Usage errors (a bad option value) come from click or from the copy of click Typer
+        # 0.29 vendors; both know how to show themselves and which exit code they mean.
+        exit_code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "show") and isinstance(exit_code, int):
             exc.show()
-            sys.exit(exc.exit_code)
+            sys.exit(exit_code)
         raise

@@ -1,9 +1,270 @@
-"""CLI commands for the bench group (filled in by its issue)."""
+"""`bench` and `compare`: AIPerf sweeps against a graph, reports, and the CI gate."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
 import typer
+from rich.console import Console
+
+from ..errors import UserInputError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from ..bench.metrics import BenchResult, PointResult
+    from ..bench.scenario import SweepPoint
+
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+ScenarioOpt = Annotated[Path, typer.Option(
+    "--scenario", help="Scenario YAML (benchmarks/smoke.yaml, chat.yaml, long-prompt.yaml).")]
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="Output directory; rerunning into the same one resumes the sweep "
+                  "(default .dis-serve/bench/<topology>-<scenario>).")]
+TokenizerOpt = Annotated[str | None, typer.Option(
+    "--tokenizer", help="Tokenizer AIPerf counts tokens with (default: the graph's model "
+                        "directory or id).")]
+
+
+class _RichObserver:
+    """One progress bar per sweep point: requests finished (or seconds of load) and the phase
+    AIPerf is in."""
+
+    def __init__(self, progress: Progress, prefix: str = "") -> None:
+        self.progress = progress
+        self.prefix = prefix
+        self.tasks: dict[SweepPoint, int] = {}
+        self.by_time: set[SweepPoint] = set()
+        self.profiling_since: dict[SweepPoint, float] = {}
+
+    def _task(self, point: SweepPoint, total: float | None) -> int:
+        task = self.progress.add_task(self.prefix + point.label, total=total,
+                                      status="starting aiperf")
+        self.tasks[point] = task
+        return task
+
+    def point_reused(self, point: SweepPoint, result: PointResult) -> None:
+        task = self._task(point, 1)
+        self.progress.update(task, completed=1, status=f"reused: {_brief(result)}")
+
+    def point_started(self, point: SweepPoint, expected_requests: int | None,
+                      duration_s: float | None) -> None:
+        if expected_requests is None:
+            self.by_time.add(point)
+        self._task(point, expected_requests if expected_requests is not None else duration_s)
+
+    def point_phase(self, point: SweepPoint, phase: str, event: str) -> None:
+        if phase == "profiling" and event == "started":
+            self.profiling_since[point] = time.monotonic()
+        status = (f"{phase}" if event == "started" else
+                  "reading results" if phase == "profiling" else f"{phase} done")
+        self.progress.update(self.tasks[point], status=status)
+
+    def point_tick(self, point: SweepPoint, elapsed_s: float,
+                   finished_requests: int | None) -> None:
+        task = self.tasks[point]
+        if point in self.by_time:
+            since = self.profiling_since.get(point)
+            if since is not None:
+                self.progress.update(task, completed=time.monotonic() - since)
+        elif finished_requests is not None:
+            self.progress.update(task, completed=finished_requests)
+
+    def point_finished(self, point: SweepPoint, result: PointResult) -> None:
+        task = self.tasks[point]
+        total = self.progress.tasks[task].total
+        self.progress.update(task, completed=total, status=f"done: {_brief(result)}")
+
+    def point_failed(self, point: SweepPoint) -> None:
+        if point in self.tasks:
+            self.progress.update(self.tasks[point], status="[red]failed[/]")
+
+
+def _brief(result: PointResult) -> str:
+    ttft = result.aiperf.ttft_ms.p50 if result.aiperf.ttft_ms else None
+    text = f"{result.aiperf.request_throughput:.2f} req/s"
+    if ttft is not None:
+        text += f", TTFT p50 {ttft:.0f} ms"
+    if result.aiperf.errors:
+        text += f", {result.aiperf.errors} errors"
+    return text
+
+
+def _progress() -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=30), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
+                    console=console, transient=False)
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _summary_table(result: BenchResult, title: str):
+    from rich import box
+    from rich.table import Table
+
+    from ..bench.metrics import METRICS_BY_KEY
+
+    # Short headers: the table must stay readable in an 80-column CI log.
+    columns = (("request_throughput", "req/s", 2), ("tokens_per_s_per_gpu", "tok/s/GPU", 1),
+               ("tokens_per_s_per_user", "tok/s/user", 1), ("goodput", "goodput", 2),
+               ("ttft_p50_ms", "TTFT p50", 1), ("itl_p50_ms", "ITL p50", 2),
+               ("e2e_p50_ms", "E2E p50", 0), ("errors", "errors", 0))
+    table = Table(title=f"{title}; load = {result.scenario.load_kind.label}, latency in ms, "
+                        "goodput in req/s", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    table.add_column("load", justify="right")
+    for _, header, _ in columns:
+        table.add_column(header, justify="right")
+    for p in result.points:
+        table.add_row(p.point.display_value,
+                      *(_num(METRICS_BY_KEY[key].get(p), digits) for key, _, digits in columns))
+    return table
+
+
+def _load_topology(path: Path | None):
+    from ..builtin import DEMO_TOPOLOGY
+    from ..topology import Topology
+    from ..yaml_input import load_model_file
+
+    chosen = path or DEMO_TOPOLOGY
+    return load_model_file(Topology, chosen), chosen
+
+
+def bench(
+    topology: Annotated[Path | None, typer.Argument(
+        help="Topology to bring up, benchmark and stop (default: the demo graph).")] = None,
+    scenario: ScenarioOpt = ...,
+    url: Annotated[str | None, typer.Option(
+        "--url", help="Benchmark the graph already running at this URL instead.")] = None,
+    topology_opt: Annotated[Path | None, typer.Option(
+        "--topology", help="The topology that graph runs: GPU count, model, metrics ports "
+                           "(default: the demo graph).")] = None,
+    out: OutOpt = None,
+    baseline: Annotated[Path | None, typer.Option(
+        "--baseline", help="Gate: a results.json to compare against "
+                           "(benchmarks/baselines/).")] = None,
+    max_regression: Annotated[float | None, typer.Option(
+        "--max-regression",
+        help="Gate: fail (exit 1) when a metric is this many percent worse.")] = None,
+    write_baseline: Annotated[Path | None, typer.Option(
+        "--write-baseline", help="Also save the results as a baseline file.")] = None,
+    tokenizer: TokenizerOpt = None,
+) -> None:
+    """Sweep a graph with AIPerf: report (JSON, CSV, Markdown, plots) and optional CI gate."""
+    from ..bench.gate import enforce, evaluate, load_baseline
+    from ..bench.runner import bench_running, bench_topology, default_out_dir
+    from ..bench.scenario import load_scenario
+
+    if (baseline is None) != (max_regression is None):
+        raise UserInputError("--baseline and --max-regression go together",
+                             key="--baseline" if baseline is None else "--max-regression",
+                             fix="give both, e.g. --baseline B.json --max-regression 20")
+    if max_regression is not None and max_regression < 0:
+        raise UserInputError(f"{max_regression:g} is negative", key="--max-regression",
+                             fix="give the allowed regression in percent, e.g. 20")
+    if topology is not None and topology_opt is not None and topology != topology_opt:
+        raise UserInputError(f"two topologies given ({topology} and --topology {topology_opt})",
+                             key="--topology", fix="give one")
+    spec = load_scenario(scenario)
+    base = load_baseline(baseline) if baseline is not None else None
+    topo, topo_path = _load_topology(topology or topology_opt)
+    out_dir = (out or default_out_dir(topo.name, spec)).resolve()
+    with _progress() as progress:
+        observer = _RichObserver(progress)
+        if url is not None:
+            run = bench_running(topo, spec, out_dir, url=url, topology_file=topo_path,
+                                tokenizer=tokenizer, observer=observer)
+        else:
+            run = bench_topology(topo, spec, out_dir, topology_file=topo_path,
+                                 tokenizer=tokenizer, observer=observer,
+                                 on_event=lambda text: progress.console.print(text))
+    console.print(_summary_table(run.result, f"{spec.name} on {topo.name} "
+                                             f"({run.result.gpus} GPUs)"))
+    console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
+                  f"{run.files.latency_png.name}; data: {run.files.json.name}, "
+                  f"{run.files.csv.name})", markup=False)
+    if write_baseline is not None:
+        write_baseline.parent.mkdir(parents=True, exist_ok=True)
+        write_baseline.write_text(run.result.model_dump_json(indent=2), encoding="utf-8")
+        console.print(f"baseline written: {write_baseline}", markup=False)
+    if base is not None and baseline is not None and max_regression is not None:
+        verdict = evaluate(run.result, base, max_regression, baseline_source=str(baseline))
+        enforce(verdict, str(baseline))
+        console.print(f"gate passed: {len(verdict.checks)} checks within {max_regression:g}% "
+                      f"of {baseline}", markup=False)
+    else:
+        console.print(f"next: dis-serve compare graphs/agg-mocker.yaml {topo_path} "
+                      f"--scenario {scenario}", markup=False)
+
+
+def compare(
+    a: Annotated[Path, typer.Argument(help="Topology A (e.g. graphs/agg-mocker.yaml).")],
+    b: Annotated[Path, typer.Argument(help="Topology B (e.g. graphs/demo.yaml).")],
+    scenario: ScenarioOpt = ...,
+    out: OutOpt = None,
+    tokenizer: TokenizerOpt = None,
+) -> None:
+    """Run one scenario on two topologies, one after the other, and put them side by side."""
+    from ..bench.report import write_compare_report
+    from ..bench.runner import bench_topology
+    from ..bench.scenario import load_scenario
+    from ..launch.rundir import default_root
+
+    spec = load_scenario(scenario)
+    (topo_a, path_a), (topo_b, path_b) = _load_topology(a), _load_topology(b)
+    out_dir = (out or default_root() / "compare" /
+               f"{topo_a.name}-vs-{topo_b.name}-{spec.name}").resolve()
+    names = ((topo_a.name, topo_b.name) if topo_a.name != topo_b.name
+             else (f"a-{topo_a.name}", f"b-{topo_b.name}"))
+    runs = []
+    with _progress() as progress:
+        for side, topo, path, name in (("A", topo_a, path_a, names[0]),
+                                       ("B", topo_b, path_b, names[1])):
+            runs.append(bench_topology(topo, spec, out_dir / name, topology_file=path,
+                                       tokenizer=tokenizer,
+                                       observer=_RichObserver(progress, f"{side} {topo.name}: "),
+                                       on_event=lambda text: progress.console.print(text)))
+    md, _, png = write_compare_report(runs[0].result, runs[1].result, out_dir,
+                                      runs[0].out_dir, runs[1].out_dir)
+    _print_compare(runs[0].result, runs[1].result)
+    console.print(f"compare report: {md}  (plot: {png.name})", markup=False)
+
+
+def _print_compare(a: BenchResult, b: BenchResult) -> None:
+    from rich.table import Table
+
+    from ..bench.metrics import METRICS_BY_KEY
+    from ..bench.report import compare_rows
+
+    table = Table(title=f"A: {a.topology} ({a.gpus} GPUs)  vs  B: {b.topology} ({b.gpus} GPUs)",
+                  title_justify="left")
+    for column in (a.scenario.load_kind.label, "metric", "A", "B", "B vs A"):
+        table.add_column(column, justify="right")
+    for row in compare_rows(a, b):
+        metric = METRICS_BY_KEY[row.metric]
+        change = row.change_pct
+        table.add_row(row.load, f"{metric.title} ({metric.unit})",
+                      "n/a" if row.a is None else f"{row.a:.4g}",
+                      "n/a" if row.b is None else f"{row.b:.4g}",
+                      "n/a" if change is None else f"{change:+.0f}%")
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
+    app.command()(bench)
+    app.command()(compare)

@@ -1,0 +1,104 @@
+"""What a benchmark runs against: endpoint, served model, tokenizer, GPU count, metrics URLs.
+
+The GPU count always comes from a topology (the one brought up, or the one `--url` is said
+to run), never from a flag. Before any AIPerf run the endpoint is asked for its models, so a
+graph that is down or serves another model fails in one line instead of in AIPerf's log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import RunError, UserInputError
+from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
+from ..topology import Topology
+from .server_metrics import MetricsEndpoint, graph_endpoints
+
+
+@dataclass(frozen=True)
+class BenchTarget:
+    url: str
+    model: str
+    tokenizer: str
+    gpus: int
+    gpu_type: str
+    topology_name: str
+    topology_file: str | None
+    topology_digest: str
+    endpoints: tuple[MetricsEndpoint, ...]
+
+    @property
+    def worker_metrics_urls(self) -> tuple[str, ...]:
+        # AIPerf scrapes the frontend (URL + /metrics) on its own.
+        return tuple(e.url for e in self.endpoints if e.pool != "frontend")
+
+
+def topology_digest(topo: Topology) -> str:
+    text = json.dumps(topo.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
+                topology_file: Path | None) -> BenchTarget:
+    url = url.rstrip("/")
+    return BenchTarget(
+        url=url, model=plan.model_name, tokenizer=tokenizer, gpus=topo.total_gpus,
+        gpu_type=topo.hardware.gpu.value, topology_name=topo.name,
+        topology_file=str(topology_file) if topology_file else None,
+        topology_digest=topology_digest(topo),
+        endpoints=tuple(graph_endpoints(plan, url)))
+
+
+def plan_of(topo: Topology) -> LaunchPlan:
+    """The launch plan a graph of this topology runs: served model name, worker ports, and
+    (when `dis-serve up` started it from this directory) its model card's path."""
+    from ..launch.rundir import RunDir
+
+    return render_launch_plan(topo, RenderContext(run_dir=RunDir.for_graph(topo.name).path))
+
+
+def resolve_tokenizer(topo: Topology, plan: LaunchPlan, explicit: str | None) -> str:
+    """The tokenizer AIPerf counts tokens with: the flag, else the running graph's model
+    directory, else (mocker) the same tokenizer-only card the launcher writes, else the id."""
+    if explicit:
+        return explicit
+    if Path(plan.model_path).is_dir():
+        return plan.model_path
+    if plan.needs_model_card:
+        from ..launch.model_card import write_model_card
+        from ..launch.rundir import default_root
+
+        card = default_root() / "tokenizers" / topo.name
+        write_model_card(card, topo.model.resolved_architecture(), name=topo.model.id)
+        return str(card)
+    return topo.model.id
+
+
+def check_endpoint(url: str, model: str, *, topology_file: str | None = None,
+                   timeout_s: float = 5.0) -> None:
+    """One-line errors for an endpoint that is down or does not serve `model`."""
+    import httpx
+
+    try:
+        # No proxies, like AIPerf's own client: what AIPerf cannot reach directly fails here.
+        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+            response = client.get(f"{url}/v1/models")
+    except httpx.HTTPError as exc:
+        raise RunError(f"cannot reach {url} ({type(exc).__name__}: {exc or 'no answer'}); "
+                       "start the graph (`dis-serve up`) or check --url") from None
+    if response.status_code != 200:
+        raise RunError(f"{url}/v1/models answered HTTP {response.status_code}; is this an "
+                       "OpenAI-compatible frontend?")
+    try:
+        served = [m["id"] for m in response.json().get("data", [])]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise RunError(f"{url}/v1/models did not answer an OpenAI model list") from None
+    if model not in served:
+        listed = ", ".join(served) or "no models (workers not registered yet?)"
+        raise UserInputError(
+            f"{url} does not serve model '{model}'; it serves: {listed}",
+            source=topology_file, key="model.served_name",
+            fix="bench the topology that graph runs (--topology FILE)")
