@@ -52,13 +52,9 @@ METRICS = (  # (name, how to read it from an AIPerf summary)
 
 def demo_topology(work: Path) -> Path:
     from dis_serve.builtin import DEMO_TOPOLOGY
+    from dis_serve.relocate import relocate
 
-    data = yaml.safe_load(DEMO_TOPOLOGY.read_text())
-    data["name"] = "bench-fidelity"
-    data["frontend"]["port"] = BASE_PORT
-    data["coordination"] = {"etcd": {"client_port": BASE_PORT + 1, "peer_port": BASE_PORT + 2},
-                            "nats": {"port": BASE_PORT + 3}}
-    data["observability"] = {"system_port_base": BASE_PORT + 10}
+    data = relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), "bench-fidelity", BASE_PORT)
     path = work / "topology.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -42,15 +42,9 @@ TARGET_RATIO = 1.3
 
 def demo_topology(name: str) -> dict:
     from dis_serve.builtin import DEMO_TOPOLOGY
+    from dis_serve.relocate import relocate
 
-    data = yaml.safe_load(DEMO_TOPOLOGY.read_text())
-    data["name"] = name
-    data["frontend"]["port"] = BASE_PORT
-    coordination = data.setdefault("coordination", {})
-    coordination["etcd"] = {"client_port": BASE_PORT + 1, "peer_port": BASE_PORT + 2}
-    coordination["nats"] = {"port": BASE_PORT + 3}
-    data["observability"] = {"system_port_base": BASE_PORT + 10}
-    return data
+    return relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), name, BASE_PORT)
 
 
 def first_completion(endpoint: str, model: str, deadline: float) -> None:

@@ -41,14 +41,9 @@ MB = 1024 * 1024
 
 def demo_file(work: Path) -> Path:
     from dis_serve.builtin import DEMO_TOPOLOGY
+    from dis_serve.relocate import relocate
 
-    data = yaml.safe_load(DEMO_TOPOLOGY.read_text())
-    data["name"] = "bench-footprint"
-    data["frontend"]["port"] = BASE_PORT
-    coordination = data.setdefault("coordination", {})
-    coordination["etcd"] = {"client_port": BASE_PORT + 1, "peer_port": BASE_PORT + 2}
-    coordination["nats"] = {"port": BASE_PORT + 3}
-    data["observability"] = {"system_port_base": BASE_PORT + 10}
+    data = relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), "bench-footprint", BASE_PORT)
     path = work / "footprint.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

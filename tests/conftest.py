@@ -38,15 +38,14 @@ def run_cli(capsys, monkeypatch):
     return run
 
 
-def on_ports(data: dict, name: str, base: int) -> dict:
-    """A topology mapping renamed and moved onto ports base..base+10+workers, so tests (and
-    several test files at once) never meet each other or a graph a person left running."""
-    data = dict(data, name=name)
-    data["frontend"] = dict(data.get("frontend") or {}, port=base)
-    data["coordination"] = {"etcd": {"client_port": base + 1, "peer_port": base + 2},
-                            "nats": {"port": base + 3}}
-    data["observability"] = {"system_port_base": base + 10}
-    return data
+def assert_one_line_error(result: CliResult, *fragments: str, code: int = 2) -> None:
+    """What every bad input must give: one line on stderr naming what is wrong, no traceback."""
+    assert result.exit_code == code, result
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
 
 
 def wait_until(predicate, timeout: float = 20.0) -> bool:

@@ -16,13 +16,14 @@ import psutil
 import pytest
 import yaml
 
-from conftest import GRAPHS, REPO, on_ports
+from conftest import GRAPHS, REPO
 from dis_serve.bench.metrics import BenchResult
 from dis_serve.bench.progress import SilentObserver
 from dis_serve.bench.scenario import load_scenario
 from dis_serve.bench.sweep import point_file, run_sweep
 from dis_serve.bench.target import make_target
 from dis_serve.launch.graph import start_graph
+from dis_serve.relocate import relocate
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -34,7 +35,7 @@ SMOKE = REPO / "benchmarks" / "smoke.yaml"
 def _topology_file(folder: Path, source: Path, name: str, base: int, file_name: str = "",
                    **changes) -> Path:
     """A shipped graph under another name, on ports base..base+20 (bench tests: 28000-28999)."""
-    data = on_ports(yaml.safe_load(source.read_text()), name, base)
+    data = relocate(yaml.safe_load(source.read_text()), name, base)
     data["model"].update(changes)
     path = folder / f"{file_name or name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -11,13 +11,14 @@ import httpx
 import psutil
 import pytest
 
-from conftest import on_ports, wait_until
+from conftest import wait_until
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import RunError
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.process import same_process
 from dis_serve.launch.status import ProcessState
 from dis_serve.launch.supervisor import RestartPolicy
+from dis_serve.relocate import relocate
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -27,7 +28,7 @@ FAST = RestartPolicy(backoff_base_s=0.2, backoff_cap_s=1.0, max_failures=3, wind
 
 def _topology(name: str, base: int, **pools) -> Topology:
     """The demo graph under another name, on ports base..base+19 (tests use 18000-18999)."""
-    data = on_ports(load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json"), name, base)
+    data = relocate(load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json"), name, base)
     for role, workers in pools.items():
         data["pools"][role]["workers"] = workers
     return Topology.model_validate(data)

@@ -3,52 +3,43 @@ started (every case here fails before a graph or AIPerf would run)."""
 
 from __future__ import annotations
 
-from conftest import GRAPHS, REPO
+from conftest import GRAPHS, REPO, assert_one_line_error
 
 SMOKE = REPO / "benchmarks" / "smoke.yaml"
 
 
-def _one_line_error(result, *fragments: str, code: int = 2) -> None:
-    assert result.exit_code == code, result
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-
-
 def test_missing_scenario_file(run_cli, tmp_path):
     result = run_cli("bench", "--scenario", tmp_path / "nope.yaml", "--url", "http://127.0.0.1:1")
-    _one_line_error(result, "nope.yaml", "file not found")
+    assert_one_line_error(result, "nope.yaml", "file not found")
 
 
 def test_scenario_with_a_typo_names_key_and_suggestion(run_cli, tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(SMOKE.read_text().replace("warmup_requests:", "warmup_request:"))
     result = run_cli("bench", "--scenario", path, "--url", "http://127.0.0.1:1")
-    _one_line_error(result, "s.yaml", "warmup_request", "did you mean 'warmup_requests'")
+    assert_one_line_error(result, "s.yaml", "warmup_request", "did you mean 'warmup_requests'")
 
 
 def test_baseline_needs_max_regression(run_cli):
     result = run_cli("bench", "--scenario", SMOKE, "--baseline", "b.json")
-    _one_line_error(result, "--max-regression", "go together")
+    assert_one_line_error(result, "--max-regression", "go together")
 
 
 def test_max_regression_needs_a_baseline(run_cli):
     result = run_cli("bench", "--scenario", SMOKE, "--max-regression", "10")
-    _one_line_error(result, "--baseline", "go together")
+    assert_one_line_error(result, "--baseline", "go together")
 
 
 def test_missing_baseline_file_fails_before_benchmarking(run_cli, tmp_path):
     result = run_cli("bench", "--scenario", SMOKE, "--url", "http://127.0.0.1:1",
                      "--baseline", tmp_path / "b.json", "--max-regression", "10")
-    _one_line_error(result, "b.json", "baseline file not found")
+    assert_one_line_error(result, "b.json", "baseline file not found")
 
 
 def test_two_different_topologies_are_refused(run_cli):
     result = run_cli("bench", GRAPHS / "demo.yaml", "--topology", GRAPHS / "agg-mocker.yaml",
                      "--scenario", SMOKE)
-    _one_line_error(result, "two topologies given")
+    assert_one_line_error(result, "two topologies given")
 
 
 def test_bad_topology_is_reported_like_validate(run_cli, tmp_path):
@@ -56,15 +47,15 @@ def test_bad_topology_is_reported_like_validate(run_cli, tmp_path):
     path.write_text((GRAPHS / "demo.yaml").read_text().replace("served_name:", "servd_name:"))
     result = run_cli("bench", "--url", "http://127.0.0.1:1", "--topology", path,
                      "--scenario", SMOKE)
-    _one_line_error(result, "t.yaml", "model.servd_name", "did you mean 'served_name'")
+    assert_one_line_error(result, "t.yaml", "model.servd_name", "did you mean 'served_name'")
 
 
 def test_compare_with_a_missing_topology(run_cli, tmp_path):
     result = run_cli("compare", GRAPHS / "demo.yaml", tmp_path / "b.yaml", "--scenario", SMOKE)
-    _one_line_error(result, "b.yaml", "file not found")
+    assert_one_line_error(result, "b.yaml", "file not found")
 
 
 def test_negative_max_regression_is_refused(run_cli):
     result = run_cli("bench", "--scenario", SMOKE, "--baseline", "b.json",
                      "--max-regression", "-5")
-    _one_line_error(result, "--max-regression", "negative")
+    assert_one_line_error(result, "--max-regression", "negative")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import GRAPHS
+from conftest import GRAPHS, assert_one_line_error
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())
 DISAGG_70B = yaml.safe_load((GRAPHS / "llama70b-h100-disagg.yaml").read_text())
@@ -32,50 +32,41 @@ def _variant(base: dict, **paths) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def _assert_one_line_error(result, *fragments: str) -> None:
-    assert result.exit_code == 2, result
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-
-
 def test_unknown_key_suggests_the_closest_known_key(run_cli, tmp_path):
     text = (GRAPHS / "demo.yaml").read_text().replace("served_name:", "servd_name:")
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "topology.yaml", "model.servd_name",
+    assert_one_line_error(result, "topology.yaml", "model.servd_name",
                            "did you mean 'served_name'")
 
 
 def test_yaml_11_no_stays_a_string_and_is_rejected_by_name(run_cli, tmp_path):
     result = run_cli("validate", _write(tmp_path, _variant(DEMO, router__kv_events="no")
                                         .replace("kv_events: 'no'", "kv_events: no")))
-    _assert_one_line_error(result, "router.kv_events", '"no"', "true or false")
+    assert_one_line_error(result, "router.kv_events", '"no"', "true or false")
 
 
 def test_leading_zero_number_is_not_read_as_octal(run_cli, tmp_path):
     text = _variant(DEMO, frontend__port=8000).replace("port: 8000", "port: 010", 1)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "frontend.port", '"010"', "leading zeros")
+    assert_one_line_error(result, "frontend.port", '"010"', "leading zeros")
 
 
 def test_colon_number_is_not_read_as_sexagesimal(run_cli, tmp_path):
     text = _variant(DEMO).replace("workers: 1", "workers: 1:30", 1)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "pools.prefill.workers", '"1:30"')
+    assert_one_line_error(result, "pools.prefill.workers", '"1:30"')
 
 
 def test_duplicate_keys_are_refused(run_cli, tmp_path):
     text = (GRAPHS / "demo.yaml").read_text() + "backend: trtllm\n"
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "duplicate key 'backend'", "line")
+    assert_one_line_error(result, "duplicate key 'backend'", "line")
 
 
 def test_anchors_and_aliases_are_refused(run_cli, tmp_path):
     text = _variant(DEMO).replace("prefill:\n", "prefill: &p\n", 1) + "extra: *p\n"
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "anchors and aliases", "write the values out")
+    assert_one_line_error(result, "anchors and aliases", "write the values out")
 
 
 def test_python_tags_are_refused_without_running_anything(run_cli, tmp_path):
@@ -89,13 +80,13 @@ def test_python_tags_are_refused_without_running_anything(run_cli, tmp_path):
 def test_files_over_one_mebibyte_are_refused(run_cli, tmp_path):
     text = _variant(DEMO) + "#" + "x" * (1024 * 1024) + "\n"
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "over 1024 KiB")
+    assert_one_line_error(result, "over 1024 KiB")
 
 
 def test_tensor_parallel_must_divide_kv_heads(run_cli, tmp_path):
     text = _variant(DISAGG_70B, pools__decode__tensor_parallel=3)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "pools.decode.tensor_parallel 3", "attention_heads",
+    assert_one_line_error(result, "pools.decode.tensor_parallel 3", "attention_heads",
                            "use one of [1, 2, 4, 8]")
 
 
@@ -103,52 +94,52 @@ def test_a_worker_must_fit_one_node(run_cli, tmp_path):
     text = _variant(DISAGG_70B, hardware__gpus_per_node=4, hardware__nodes=12,
                     pools__decode__tensor_parallel=8, pools__decode__workers=5)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "tensor_parallel 8", "gpus_per_node (4)")
+    assert_one_line_error(result, "tensor_parallel 8", "gpus_per_node (4)")
 
 
 def test_a_gpu_id_used_twice_is_refused(run_cli, tmp_path):
     text = _variant(DEMO, pools__prefill__gpu_ids=[[0]], pools__decode__gpu_ids=[[0]])
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "pools.decode.gpu_ids", "GPU id 0 is already used by "
+    assert_one_line_error(result, "pools.decode.gpu_ids", "GPU id 0 is already used by "
                            "pools.prefill.gpu_ids")
 
 
 def test_pools_larger_than_the_hardware_are_refused(run_cli, tmp_path):
     text = _variant(DISAGG_70B, pools__decode__workers=11)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "pools need 52 GPUs", "hardware has 48")
+    assert_one_line_error(result, "pools need 52 GPUs", "hardware has 48")
 
 
 def test_memory_overflow_says_by_how_much_and_what_fits(run_cli, tmp_path):
     text = _variant(DISAGG_70B, model__dtype="bf16", model__kv_cache_dtype="bf16",
                     pools__decode__tensor_parallel=2, pools__decode__workers=20)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "pools.decode", "GiB short", "lower max_batch_size to")
+    assert_one_line_error(result, "pools.decode", "GiB short", "lower max_batch_size to")
 
 
 def test_system_ports_stay_within_what_dynamo_accepts(run_cli, tmp_path):
     text = _variant(DEMO, observability__system_port_base=32767)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "observability.system_port_base 32767", "set it to 32766")
+    assert_one_line_error(result, "observability.system_port_base 32767", "set it to 32766")
 
 
 def test_two_components_on_one_port_are_refused(run_cli, tmp_path):
     text = _variant(DEMO, frontend__port=9100)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "port 9100 is used by both frontend.port",
+    assert_one_line_error(result, "port 9100 is used by both frontend.port",
                            "system_port_base")
 
 
 def test_kv_transfer_buffer_must_hold_the_longest_input(run_cli, tmp_path):
     text = _variant(DISAGG_70B, kv_transfer__max_tokens_in_buffer=2048)
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "max_tokens_in_buffer 2048", "3072",
+    assert_one_line_error(result, "max_tokens_in_buffer 2048", "3072",
                            "set it to at least 3072")
 
 
 def test_a_missing_file_is_named(run_cli, tmp_path):
     result = run_cli("validate", tmp_path / "nope.yaml")
-    _assert_one_line_error(result, "nope.yaml", "file not found")
+    assert_one_line_error(result, "nope.yaml", "file not found")
 
 
 def test_debug_shows_the_traceback(run_cli, tmp_path):
@@ -160,10 +151,10 @@ def test_debug_shows_the_traceback(run_cli, tmp_path):
 def test_an_unknown_model_needs_its_architecture(run_cli, tmp_path):
     text = _variant(DEMO, model__id="acme/unknown-13b")
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "model.architecture is required", "config.json")
+    assert_one_line_error(result, "model.architecture is required", "config.json")
 
 
 def test_mode_and_pools_must_agree(run_cli, tmp_path):
     text = _variant(DEMO, mode="agg")
     result = run_cli("validate", _write(tmp_path, text))
-    _assert_one_line_error(result, "pools.prefill is set but mode is agg", "set mode: disagg")
+    assert_one_line_error(result, "pools.prefill is set but mode is agg", "set mode: disagg")

@@ -1,0 +1,26 @@
+"""Give a topology another name and its own block of ports, so two copies run side by side.
+
+Used wherever a graph must not meet another one: tests, benchmarks, and anyone running a
+second copy of a graph on one machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# frontend base, etcd client/peer base+1/+2, NATS base+3, worker system ports from base+10.
+SYSTEM_PORT_OFFSET = 10
+
+
+def relocate(data: dict[str, Any], name: str, base: int) -> dict[str, Any]:
+    """The topology mapping `data` renamed to `name` on ports base..base+10+workers."""
+    moved = dict(data, name=name)
+    moved["frontend"] = dict(data.get("frontend") or {}, port=base)
+    coordination = dict(data.get("coordination") or {})
+    coordination["etcd"] = dict(coordination.get("etcd") or {}, client_port=base + 1,
+                                peer_port=base + 2)
+    coordination["nats"] = dict(coordination.get("nats") or {}, port=base + 3)
+    moved["coordination"] = coordination
+    moved["observability"] = dict(data.get("observability") or {},
+                                  system_port_base=base + SYSTEM_PORT_OFFSET)
+    return moved
