@@ -74,7 +74,6 @@ def bare_script(work: Path) -> Path:
     answers. Same argv and environment as under dis-serve; no supervisor, no health probes."""
     from dis_serve.launch.model_card import write_model_card
     from dis_serve.launch.preflight import find_binaries
-    from dis_serve.launch.readiness import probe_env
     from dis_serve.render.launch_plan import RenderContext, render_launch_plan
     from dis_serve.topology import Topology
 
@@ -88,7 +87,7 @@ def bare_script(work: Path) -> Path:
     lines = ["#!/usr/bin/env bash", "set -u",
              f"rm -rf {run_dir / 'etcd-data'} {run_dir / 'nats-data'}"]
     for spec in plan.processes:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in (spec.env | probe_env(spec)).items())
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.env.items())
         command = " ".join(shlex.quote(a) for a in spec.argv)
         lines.append(f"env {env} {command} >{run_dir / 'logs' / spec.name}.log 2>&1 &")
         if spec.kind.value in ("etcd", "nats"):
