@@ -81,3 +81,9 @@ def test_a_bad_option_value_is_a_usage_error_not_a_traceback(run_cli):
     assert result.exit_code == 2
     assert "Invalid value for '--timeout'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_rendering_the_demo_for_kubernetes_warns_that_its_card_is_local(run_cli, tmp_path):
+    result = run_cli("render", GRAPHS / "demo.yaml", "--target", "k8s", "--out", tmp_path)
+    assert result.exit_code == 0
+    assert "cannot download" in result.stdout and "model.id" in result.stdout

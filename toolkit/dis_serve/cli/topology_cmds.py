@@ -50,6 +50,12 @@ def render(
     for path in write_files(render_files(topo, chosen, out_dir), out_dir):
         console.print(f"wrote {path}", markup=False)
     if chosen.includes(Target.K8S):
+        from ..catalog import KNOWN_MODELS
+
+        if topo.model.id == KNOWN_MODELS["dis-serve-tiny"].hf_id:
+            console.print(f"note: {topo.model.id} is dis-serve's local tokenizer-only card, "
+                          "which a cluster cannot download; set model.id to a real Hugging Face "
+                          "id before applying the manifest", markup=False)
         if topo.router.policy_config:
             from ..render.k8s import router_policy_map_name
 
