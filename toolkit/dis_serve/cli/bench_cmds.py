@@ -125,10 +125,10 @@ def _summary_table(result: BenchResult, title: str):
                ("e2e_p50_ms", "E2E p50", 0), ("errors", "errors", 0))
     table = Table(title=f"{title}; load = {result.scenario.load_kind.label}, latency in ms, "
                         "goodput in req/s", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False)
-    table.add_column("load", justify="right")
+                  pad_edge=False, padding=(0, 0, 0, 1))
+    table.add_column("load", justify="right", no_wrap=True)
     for _, header, _ in columns:
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
     for p in result.points:
         table.add_row(p.point.display_value,
                       *(_num(METRICS_BY_KEY[key].get(p), digits) for key, _, digits in columns))
