@@ -47,12 +47,10 @@ SCENARIO = {
 
 
 def demo_topology(work: Path) -> Path:
-    from dis_serve.builtin import DEMO_TOPOLOGY
-    from dis_serve.relocate import relocate
+    from dis_serve.relocate import relocated_demo
 
-    data = relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), "bench-overhead", BASE_PORT)
     path = work / "topology.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml.safe_dump(relocated_demo("bench-overhead", BASE_PORT), sort_keys=False))
     return path
 
 

@@ -41,10 +41,9 @@ TARGET_RATIO = 1.3
 
 
 def demo_topology(name: str) -> dict:
-    from dis_serve.builtin import DEMO_TOPOLOGY
-    from dis_serve.relocate import relocate
+    from dis_serve.relocate import relocated_demo
 
-    return relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), name, BASE_PORT)
+    return relocated_demo(name, BASE_PORT)
 
 
 def first_completion(endpoint: str, model: str, deadline: float) -> None:

@@ -40,12 +40,10 @@ MB = 1024 * 1024
 
 
 def demo_file(work: Path) -> Path:
-    from dis_serve.builtin import DEMO_TOPOLOGY
-    from dis_serve.relocate import relocate
+    from dis_serve.relocate import relocated_demo
 
-    data = relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), "bench-footprint", BASE_PORT)
     path = work / "footprint.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(relocated_demo("bench-footprint", BASE_PORT), sort_keys=False))
     return path
 
 

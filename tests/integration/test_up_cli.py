@@ -16,12 +16,11 @@ import pytest
 import yaml
 
 from conftest import wait_until
-from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.launch.control import stop_run
 from dis_serve.launch.process import same_process
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
-from dis_serve.relocate import relocate
+from dis_serve.relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
@@ -29,7 +28,7 @@ DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 
 def _topology_file(tmp_path: Path, name: str, base: int) -> Path:
     """The demo graph under another name, on ports base..base+11 (tests use 18000-18999)."""
-    data = relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), name, base)
+    data = relocated_demo(name, base)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

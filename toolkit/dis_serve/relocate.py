@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
+from .builtin import DEMO_TOPOLOGY
+
 # frontend base, etcd client/peer base+1/+2, NATS base+3, worker system ports from base+10.
 SYSTEM_PORT_OFFSET = 10
 
@@ -24,3 +28,8 @@ def relocate(data: dict[str, Any], name: str, base: int) -> dict[str, Any]:
     moved["observability"] = dict(data.get("observability") or {},
                                   system_port_base=base + SYSTEM_PORT_OFFSET)
     return moved
+
+
+def relocated_demo(name: str, base: int) -> dict[str, Any]:
+    """The built-in demo graph as `relocate` moves it."""
+    return relocate(yaml.safe_load(DEMO_TOPOLOGY.read_text()), name, base)

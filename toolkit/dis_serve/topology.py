@@ -153,7 +153,8 @@ class KvTransferBackend(StrEnum):
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_SYSTEM_PORT = 32767
-_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# Graph and scenario names become Kubernetes names, namespaces and directory names.
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
 
 class Architecture(_Strict):
@@ -488,7 +489,7 @@ class Topology(_Strict):
         return self
 
     def _check_name(self) -> None:
-        if not _NAME_RE.match(self.name):
+        if not NAME_RE.match(self.name):
             raise ValueError(f"name {self.name!r} must be 2-40 lower-case letters, digits or "
                              "dashes, starting with a letter (it becomes a Kubernetes name)")
 

@@ -57,6 +57,13 @@ def _load_axis(ax, loads: list[float], label: str) -> None:
         ax.set_xticks(loads, [f"{v:g}" for v in loads])
 
 
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_pareto(result: BenchResult, out_dir: Path) -> Path:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -65,11 +72,7 @@ def write_pareto(result: BenchResult, out_dir: Path) -> Path:
     ax.set_title(f"{result.scenario.name} on {result.topology}: throughput vs interactivity\n"
                  f"(labels: {result.scenario.load_kind.label})", fontsize=10)
     ax.legend()
-    path = out_dir / PARETO_FILE
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / PARETO_FILE)
 
 
 def _series(points: list[PointResult], attr: str, stat: str) -> list[float]:
@@ -99,11 +102,7 @@ def write_latency(result: BenchResult, out_dir: Path) -> Path:
         ax.legend(fontsize=8)
     fig.suptitle(f"{result.scenario.name} on {result.topology}: latency against load",
                  fontsize=10)
-    path = out_dir / LATENCY_FILE
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / LATENCY_FILE)
 
 
 def write_compare(a: BenchResult, b: BenchResult, out_dir: Path) -> Path:
@@ -115,8 +114,4 @@ def write_compare(a: BenchResult, b: BenchResult, out_dir: Path) -> Path:
     ax.set_title(f"{a.scenario.name}: {a.topology} vs {b.topology}\n"
                  f"(labels: {a.scenario.load_kind.label})", fontsize=10)
     ax.legend()
-    path = out_dir / COMPARE_FILE
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out_dir / COMPARE_FILE)

@@ -7,13 +7,12 @@ the sweep itself (a list of concurrencies or request rates) and the SLA that def
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-_SLUG_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+from ..topology import NAME_RE
 
 
 class _Strict(BaseModel):
@@ -122,7 +121,7 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
-        if not _SLUG_RE.match(self.name):
+        if not NAME_RE.match(self.name):
             raise ValueError(f"name {self.name!r} must be 2-40 lower-case letters, digits or "
                              "dashes, starting with a letter (it names a directory)")
         if (self.requests is None) == (self.duration_s is None):
