@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from ..errors import UserInputError
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ..plan.outcome import Deployment, PlanOutcome, Replay
+
 console = Console(highlight=False, soft_wrap=True)
+
+# The request's fields as this command's flags: errors from the planner name fields in
+# backticks, the user sees the flag to change.
+FLAGS = {"isl": "--isl", "osl": "--osl", "rate": "--rate", "budget": "--budget",
+         "ttft_ms": "--ttft-ms", "itl_ms": "--itl-ms", "gpu": "--gpu", "model": "--model",
+         "price_per_gpu_hour": "--price", "gpus_per_node": "--gpus-per-node",
+         "dtype": "--dtype", "kv_cache_dtype": "--kv-cache-dtype", "top": "--top",
+         "trace": "--trace", "perf_model": "--perf-model", "compare_split": "--compare-split",
+         "replay_requests": "--replay-requests"}
+
+
+def _in_flags(exc: UserInputError) -> UserInputError:
+    def flag(text: str | None) -> str | None:
+        return None if text is None else re.sub(
+            r"`(\w+)`", lambda m: FLAGS.get(m[1], m[0]), text)
+
+    return UserInputError(flag(exc.detail) or "", source=exc.source,
+                          key=FLAGS.get(exc.key or "", exc.key), fix=flag(exc.fix))
 
 
 def _split(value: str | None) -> tuple[int, int] | None:
@@ -67,64 +89,127 @@ def plan(
 ) -> None:
     """Size prefill/decode (or aggregated) pools from measured H100 data, check the plan in
     Dynamo's replay, price it and write it as a topology."""
-    from ..plan.emit import graph_name, plan_topology, write_topology
-    from ..plan.mocker_profile import profile_tables, write_profile
-    from ..plan.planner import make_plan
-    from ..plan.replay import replay_plan
-    from ..plan.report import pareto_png, plan_dict, print_plan
     from ..plan.request import build_request
+    from ..plan.runner import run_plan
 
     if not console.is_terminal:  # logs and CI: wide enough for the tables
         console.width = max(console.width, 120)
-    request = build_request(
-        model=model, gpu=gpu, isl=isl, osl=osl, trace=trace, rate=rate, budget=budget,
-        ttft_ms=ttft_ms, itl_ms=itl_ms, price_per_gpu_hour=price, dtype=dtype,
-        kv_cache_dtype=kv_cache_dtype, gpus_per_node=gpus_per_node, perf_model=perf_model,
-        top=top)
-    result = make_plan(request, split=_split(compare_split))
-    chosen = result.chosen
-    out_dir = (out or Path(".dis-serve/plans") / graph_name(request, chosen, False)).resolve()
-    seq_len = result.space.seq_len
-    profile = write_profile(profile_tables(result.model, chosen, result.workload.isl, seq_len),
-                            out_dir / "mocker-profile.npz")
-    header = (f"Planned by `dis-serve plan` with {result.model.source.value}: "
-              f"{chosen.label}.\nPredicted: {chosen.rate:.2f} req/s, p90 TTFT "
-              f"{chosen.prediction.ttft_p90_ms:.0f} ms, p90 ITL "
-              f"{chosen.prediction.itl_p90_ms:.1f} ms.")
-    files = {
-        "topology (trtllm)": write_topology(plan_topology(chosen, request, result.workload),
-                                            out_dir / "topology.yaml", header),
-        "topology (mocker)": write_topology(
-            plan_topology(chosen, request, result.workload, mock=True, profile=profile),
-            out_dir / "topology-mock.yaml",
-            header + "\nThe mocker times itself from mocker-profile.npz (the same model)."),
-        "mocker profile": profile,
-    }
-    replays = []
-    if replay:
-        checks = [("plan", chosen)]
-        if result.split is not None:
-            checks.append(("split", result.split))
-        for name, cand in checks:
-            cand_profile = profile if cand is chosen else write_profile(
-                profile_tables(result.model, cand, result.workload.isl, seq_len),
-                out_dir / f"mocker-profile-{name}.npz")
-            replays.append((name, cand, replay_plan(
-                request.target(), cand, cand_profile, result.workload,
-                ttft_sla_ms=request.ttft_ms, itl_sla_ms=request.itl_ms,
-                requests=replay_requests, gpus_per_node=request.gpus_per_node)))
-    files["Pareto plot"] = pareto_png(result, out_dir / "pareto.png")
-    if emit is not None:
-        chosen_file = files["topology (mocker)" if mock else "topology (trtllm)"]
-        emit.parent.mkdir(parents=True, exist_ok=True)
-        text = chosen_file.read_text()
-        emit.write_text(text)
-        files["emitted topology"] = emit.resolve()
-    files["plan.json"] = out_dir / "plan.json"
-    files["plan.json"].write_text(json.dumps(plan_dict(result, replays, files), indent=2) + "\n")
-    print_plan(result, console, replays=replays, files=files)
-    target = files.get("emitted topology", files["topology (mocker)"])
+    try:
+        request = build_request(
+            model=model, gpu=gpu, isl=isl, osl=osl, trace=trace, rate=rate, budget=budget,
+            ttft_ms=ttft_ms, itl_ms=itl_ms, price_per_gpu_hour=price, dtype=dtype,
+            kv_cache_dtype=kv_cache_dtype, gpus_per_node=gpus_per_node, perf_model=perf_model,
+            top=top, compare_split=_split(compare_split), replay=replay,
+            replay_requests=replay_requests)
+        outcome = run_plan(request, out, emit=emit, emit_mock=mock)
+    except UserInputError as exc:
+        raise _in_flags(exc) from None
+    _print_outcome(outcome)
+    target = outcome.files.get("emitted topology", outcome.files["topology (mocker)"])
     console.print(f"next: dis-serve validate {target} && dis-serve up {target}", markup=False)
+
+
+def _print_outcome(outcome: PlanOutcome) -> None:
+    from ..plan.request import Objective
+
+    req = outcome.request
+    console.print(f"[bold]dis-serve plan[/]: {outcome.title}")
+    source = outcome.performance_model
+    console.print(f"performance model: {source.source} - {source.detail}", markup=False)
+    if source.fallback_reason:
+        console.print(f"  (roofline because: {source.fallback_reason})", markup=False)
+    objective = "fewest GPUs" if req.objective is Objective.FEWEST_GPUS else "most goodput"
+    for mode, rows in (("disaggregated", outcome.top_disaggregated),
+                       ("aggregated", outcome.top_aggregated)):
+        if rows:
+            console.print(_candidates_table(f"Top {mode} ({objective})", rows, outcome.plan))
+        else:
+            console.print(f"No {mode} deployment meets the SLA.")
+    chosen = outcome.plan
+    console.print(f"\n[bold]Plan[/]: {chosen.mode.value} - {chosen.label}", highlight=False)
+    console.print(f"  {chosen.gpus} GPUs, {chosen.requests_per_s:.2f} req/s, "
+                  f"{chosen.tokens_per_s_per_gpu:.1f} tokens/s/GPU, "
+                  f"{outcome.plan_yearly_usd:,.0f} USD/year at {req.hourly_price:g} "
+                  "USD/GPU-hour", markup=False)
+    console.print(outcome.verdict, markup=False)
+    if outcome.savings is not None and outcome.savings.gpus > 0:
+        s = outcome.savings
+        console.print(f"Saved against the best aggregated deployment for the same goodput: "
+                      f"{s.gpus} of {s.agg_gpus} GPUs ({s.share:.0%}), "
+                      f"{s.yearly_usd:,.0f} USD a year.", markup=False)
+    if outcome.split_gpus is not None:
+        console.print(_split_line(outcome), markup=False)
+    if outcome.replay:
+        console.print(_replay_table(outcome))
+        for rep in outcome.replay:
+            console.print(rep.agreement, markup=False)
+    for what, path in outcome.files.items():
+        console.print(f"wrote {what}: {path}", markup=False)
+
+
+def _split_line(outcome: PlanOutcome) -> str:
+    p, d = outcome.split_gpus or (0, 0)
+    split = outcome.split
+    if split is None:
+        return (f"The {p} prefill + {d} decode GPU split meets the SLA with no TP and batch "
+                "choice.")
+    gain = split.requests_per_s / outcome.plan.requests_per_s - 1
+    return (f"The {p} prefill + {d} decode GPU split at its best ({split.label}): "
+            f"{split.requests_per_s:.2f} req/s, {split.tokens_per_s_per_gpu:.1f} tokens/s/GPU, "
+            f"p90 TTFT {split.ttft_p90_ms:.0f} ms, runs out of {split.runs_out_first} first "
+            f"({gain:+.0%} goodput against the plan).")
+
+
+def _candidates_table(title: str, rows: list[Deployment], chosen: Deployment) -> Table:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in ("#", "deployment", "GPUs", "req/s", "tok/s/GPU", "tok/s/user",
+                   "TTFT p90", "ITL p90", "limit"):
+        table.add_column(column, justify="left" if column == "deployment" else "right",
+                         no_wrap=column == "deployment")
+    for i, cand in enumerate(rows, 1):
+        mark = "*" if cand == chosen else ""
+        table.add_row(f"{i}{mark}", cand.short_label, str(cand.gpus),
+                      f"{cand.requests_per_s:.2f}", f"{cand.tokens_per_s_per_gpu:.1f}",
+                      f"{cand.tokens_per_s_per_user:.1f}", f"{cand.ttft_p90_ms:.0f}",
+                      f"{cand.itl_p90_ms:.1f}", cand.runs_out_first)
+    return table
+
+
+def _replay_table(outcome: PlanOutcome) -> Table:
+    from rich.table import Table
+
+    table = Table(title="Predicted vs replayed (Dynamo virtual-clock replay, steady state; "
+                        "ms, requests/s)", title_justify="left")
+    for column in ("", "", "TTFT mean", "TTFT p90", "ITL mean", "ITL p90", "req/s", "tok/s",
+                   "SLA met"):
+        table.add_column(column, justify="left" if not column else "right")
+    for rep in outcome.replay:
+        pred = outcome.plan if rep.deployment == "plan" else outcome.split
+        assert pred is not None
+        _replay_rows(table, rep, pred)
+    return table
+
+
+def _replay_rows(table: Table, rep: Replay, pred: Deployment) -> None:
+    table.add_row(rep.deployment, "predicted", f"{pred.ttft_mean_ms:.0f}",
+                  f"{pred.ttft_p90_ms:.0f}", f"{pred.itl_mean_ms:.1f}",
+                  f"{pred.itl_p90_ms:.1f}", f"{pred.requests_per_s:.2f}",
+                  f"{pred.tokens_per_s:,.0f}", ">=90%")
+    table.add_row("", "replayed", f"{rep.ttft_mean_ms:.0f}", f"{rep.ttft_p90_ms:.0f}",
+                  f"{rep.itl_mean_ms:.1f}", f"{rep.itl_p90_ms:.1f}",
+                  f"{rep.requests_per_s:.2f}", f"{rep.output_tokens_per_s:,.0f}",
+                  f"{rep.sla_met_share:.0%}")
+    table.add_row("", "difference", _diff(rep.ttft_mean_ms, pred.ttft_mean_ms),
+                  _diff(rep.ttft_p90_ms, pred.ttft_p90_ms),
+                  _diff(rep.itl_mean_ms, pred.itl_mean_ms),
+                  _diff(rep.itl_p90_ms, pred.itl_p90_ms),
+                  _diff(rep.requests_per_s, pred.requests_per_s), "", "")
+
+
+def _diff(replayed: float, predicted: float) -> str:
+    return f"{replayed / predicted - 1:+.1%}" if predicted else "-"
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""What the planner asks of a performance model, and how it picks one.
+"""What the planner asks of a performance model.
 
 Two primitives answer everything disaggregated: the latency of one prefill forward pass
 (`prefill_ms`) and of one decode step (`decode_step_ms`, averaged over a generation by
@@ -6,7 +6,8 @@ Two primitives answer everything disaggregated: the latency of one prefill forwa
 
 Two implementations: `AiconfiguratorModel` reads NVIDIA AIConfigurator's measured
 per-operation database (the default wherever it knows the model and GPU), `RooflineModel`
-is an analytic fallback with calibrated constants. Every plan says which one answered.
+is an analytic fallback with calibrated constants; `model_choice` picks one, and every plan
+says which one answered.
 """
 
 from __future__ import annotations
@@ -101,23 +102,3 @@ class PerfModel(ABC):
     def kv_fits(self, tp: int, batch: int, seq_len: int) -> bool:
         """Whether `batch` sequences of `seq_len` tokens fit one worker's KV cache."""
         return batch <= self.target.max_batch(tp, seq_len)
-
-
-def choose_perf_model(target: ModelOnGpu, prefer: PerfSource | None = None,
-                      reason: str | None = None) -> PerfModel:
-    """AIConfigurator's measured data wherever it answers, else the roofline, which records
-    why it was used (`fallback_reason`)."""
-    reason = reason or "roofline requested"
-    if prefer is not PerfSource.ROOFLINE:
-        try:
-            from .aiconfigurator_model import AiconfiguratorModel, AiconfiguratorUnavailable
-        except ImportError:  # pragma: no cover - aiconfigurator ships with `.[run]`
-            reason = "aiconfigurator-core is not installed"
-        else:
-            try:
-                return AiconfiguratorModel(target)
-            except (AiconfiguratorUnavailable, ImportError) as exc:
-                reason = str(exc)
-    from .roofline_model import RooflineModel
-
-    return RooflineModel(target, reason)

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from ..errors import UserInputError
 from ..topology import Mode
-from .perf_model import PerfModel, PerfSource, choose_perf_model
+from .aiconfigurator_model import AiconfiguratorUnavailable
+from .model_choice import choose_perf_model
+from .perf_model import PerfModel, PerfSource
 from .pricing import Savings
 from .request import Objective, PlanRequest, Workload
 from .search import (
@@ -57,7 +59,7 @@ class PlanResult:
         return self.disagg[0] if self.disagg else None
 
 
-def make_plan(request: PlanRequest, *, split: tuple[int, int] | None = None) -> PlanResult:
+def make_plan(request: PlanRequest) -> PlanResult:
     started = time.perf_counter()
     workload = Workload.of(request)
     model = choose_perf_model(request.target(), request.perf_model)
@@ -85,14 +87,13 @@ def make_plan(request: PlanRequest, *, split: tuple[int, int] | None = None) -> 
     pays, verdict = _verdict(request, disagg, agg)
     chosen = disagg[0] if pays or not agg else agg[0]
     savings = _savings(space, request, chosen, agg) if chosen.mode is Mode.DISAGG else None
+    split = request.compare_split
     split_plan = best_for_split(space, *split) if split else None
     return PlanResult(request, workload, space.model, space, found, disagg, agg, chosen, pays,
                       verdict, savings, split_plan, split, time.perf_counter() - started)
 
 
 def _space(model: PerfModel, request: PlanRequest, workload: Workload) -> SearchSpace:
-    from .aiconfigurator_model import AiconfiguratorUnavailable
-
     try:
         return build_space(model, request, workload)
     except AiconfiguratorUnavailable as exc:

@@ -119,7 +119,7 @@ class AggWorker:
         return 1000.0 * max_batch / (osl * g + max_batch * self.single_prefill_ms)
 
 
-def prefill_workers(model: PerfModel, tps: list[int], isl: int, max_isl: int,
+def prefill_worker_options(model: PerfModel, tps: list[int], isl: int, max_isl: int,
                     ttft_budget_ms: float) -> list[PrefillWorker]:
     out = []
     for tp in tps:
@@ -164,7 +164,7 @@ def _batch_grid(model: PerfModel, tp: int, seq_len: int) -> list[int]:
     return grid if lo == grid[-1] else [*grid, lo]
 
 
-def agg_workers(model: PerfModel, tps: list[int], isl: int, osl: int, max_isl: int,
+def agg_worker_options(model: PerfModel, tps: list[int], isl: int, osl: int, max_isl: int,
                 seq_len: int) -> list[AggWorker]:
     """Aggregated workers, uncorrected (AIConfigurator applies its serving corrections to
     disaggregated workers only, and so does the plan), for each TP and per-step prompt

@@ -1,0 +1,112 @@
+"""What a plan run produced, as frozen models: written as `plan.json`, printed by the CLI.
+
+Like `bench`'s `BenchResult`, these hold figures and sentences, never tables or colours: the
+CLI draws them, programs read the JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+
+from ..topology import Mode, PoolRole
+from .request import PlanRequest
+
+# Figures keep full precision in memory (the CLI formats them) and four decimals in JSON.
+Figure = Annotated[float, PlainSerializer(lambda v: round(v, 4), when_used="json")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlannedPool(_Frozen):
+    """One pool of a deployment, in the schema's own `Pool` terms."""
+
+    role: PoolRole = Field(description="prefill, decode or agg.")
+    workers: int = Field(description="Worker replicas.")
+    tensor_parallel: int = Field(description="GPUs per worker.")
+    max_batch_size: int = Field(description="Most requests a worker runs at once.")
+    max_num_tokens: int = Field(description="Most tokens a worker schedules in one pass.")
+
+
+class Deployment(_Frozen):
+    """One candidate deployment at the rate it is planned for, with the model's prediction."""
+
+    mode: Mode = Field(description="agg or disagg.")
+    gpus: int = Field(description="GPUs the deployment uses.")
+    label: str = Field(description="`prefill 14x TP2 (batch 1) + decode ...`.")
+    short_label: str = Field(description="`P 14xTP2 b1 + D 5xTP4 b140`.")
+    pools: list[PlannedPool] = Field(description="Its pools.")
+    requests_per_s: Figure = Field(description="Planned goodput.")
+    tokens_per_s: Figure = Field(description="Output tokens per second.")
+    tokens_per_s_per_gpu: Figure = Field(description="Output tokens per second per GPU used.")
+    tokens_per_s_per_user: Figure = Field(description="1000 / mean ITL.")
+    ttft_mean_ms: Figure = Field(description="Predicted mean time to first token.")
+    ttft_p90_ms: Figure = Field(description="Predicted 90th-percentile TTFT.")
+    itl_mean_ms: Figure = Field(description="Predicted mean inter-token latency.")
+    itl_p90_ms: Figure = Field(description="Predicted 90th percentile of requests' mean ITL.")
+    runs_out_first: str = Field(description="The resource that runs out first as load grows.")
+
+
+class Replay(_Frozen):
+    """A deployment replayed in Dynamo's virtual-clock simulator."""
+
+    deployment: str = Field(description="`plan` or `split`.")
+    requests: int = Field(description="Requests replayed.")
+    measured_requests: int = Field(description="Requests in the steady-state window.")
+    steady: bool = Field(description="Whether a steady-state window was found.")
+    ttft_mean_ms: Figure
+    ttft_p90_ms: Figure
+    itl_mean_ms: Figure
+    itl_p90_ms: Figure
+    requests_per_s: Figure = Field(description="Requests finished per second in the window.")
+    output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
+    sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
+    wall_s: Figure = Field(description="Wall time of the replay.")
+    worst_difference_means: Figure = Field(
+        description="Largest relative gap to the prediction over mean TTFT, ITL, throughput.")
+    worst_difference_p90: Figure = Field(
+        description="Largest relative gap to the prediction over the p90 TTFT and ITL.")
+    agreement: str = Field(description="One sentence on how replay and prediction agree.")
+
+
+class PerformanceModelInfo(_Frozen):
+    source: str = Field(description="aiconfigurator or roofline.")
+    detail: str = Field(description="The data or constants behind the numbers.")
+    fallback_reason: str | None = Field(description="Why the roofline answered, if it did.")
+
+
+class WorkloadInfo(_Frozen):
+    isl: int
+    osl: int
+    rate: float | None
+
+
+class SavingsInfo(_Frozen):
+    gpus: int = Field(description="GPUs saved against the best aggregated deployment.")
+    agg_gpus: int = Field(description="GPUs the aggregated deployment needs.")
+    share: float = Field(description="gpus / agg_gpus.")
+    yearly_usd: int = Field(description="What the saved GPUs cost a year.")
+    price_per_gpu_hour: float
+
+
+class PlanOutcome(_Frozen):
+    """Everything `dis-serve plan` decided and checked (`plan.json`)."""
+
+    request: PlanRequest
+    title: str = Field(description="Model, GPU, lengths, objective and SLA in one line.")
+    workload: WorkloadInfo
+    performance_model: PerformanceModelInfo
+    plan: Deployment
+    plan_yearly_usd: int = Field(description="What the plan's GPUs cost a year.")
+    disaggregation_pays: bool
+    verdict: str
+    savings: SavingsInfo | None
+    top_disaggregated: list[Deployment]
+    top_aggregated: list[Deployment]
+    split: Deployment | None = Field(description="The fixed split at its best, if asked.")
+    split_gpus: tuple[int, int] | None = Field(description="The fixed split asked for.")
+    replay: list[Replay]
+    planning_seconds: float
+    files: dict[str, str] = Field(description="What was written, by what it is.")
