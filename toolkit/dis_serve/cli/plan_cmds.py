@@ -47,48 +47,58 @@ def _split(value: str | None) -> tuple[int, int] | None:
     return int(match[1]), int(match[2])
 
 
-def plan(
-    model: Annotated[str, typer.Option(help="llama-3.1-70b, llama-3.1-8b, qwen3-32b (or "
-                                            "their Hugging Face ids).")],
-    ttft_ms: Annotated[float, typer.Option(help="SLA: 90th-percentile time to first token.")],
-    itl_ms: Annotated[float, typer.Option(help="SLA: 90th percentile of requests' mean "
-                                               "inter-token latency.")],
-    gpu: Annotated[str, typer.Option(help="h100-sxm, h200, a100-80gb, l40s, l4.")] = "h100-sxm",
-    isl: Annotated[int | None, typer.Option(help="Prompt tokens per request.")] = None,
-    osl: Annotated[int | None, typer.Option(help="Output tokens per request.")] = None,
-    trace: Annotated[Path | None, typer.Option(
-        help="Mooncake JSONL trace instead of --isl/--osl (its mean lengths are planned for, "
-             "its timestamps give the rate, the replay replays it).")] = None,
-    rate: Annotated[float | None, typer.Option(
-        help="Objective (a): serve this many requests/s on the fewest GPUs.")] = None,
-    budget: Annotated[int | None, typer.Option(
-        help="Objective (b): most goodput from this many GPUs.")] = None,
-    price: Annotated[float | None, typer.Option(
-        help="USD per GPU-hour (default: the catalog's list price).")] = None,
-    dtype: Annotated[str, typer.Option(help="Weights: bf16, fp8, int8, awq.")] = "bf16",
-    kv_cache_dtype: Annotated[str, typer.Option(help="KV cache: bf16, fp8.")] = "bf16",
-    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 8,
-    perf_model: Annotated[str | None, typer.Option(
-        help="Force aiconfigurator or roofline (default: AIConfigurator where it has data).")
-    ] = None,
-    top: Annotated[int, typer.Option(help="Rows per table.")] = 5,
-    compare_split: Annotated[str | None, typer.Option(
-        help="Also evaluate a fixed PREFILL:DECODE GPU split, e.g. 8:40.")] = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Directory for plan.json, pareto.png, topologies and the mocker profile "
-             "(default: .dis-serve/plans/NAME).")] = None,
-    emit: Annotated[Path | None, typer.Option(
-        help="Also write the chosen topology here (the mocker graph with --mock).")] = None,
-    mock: Annotated[bool, typer.Option(
-        help="--emit writes the mocker graph timed like the planned GPUs.")] = False,
-    replay: Annotated[bool, typer.Option(
-        help="Check the plan in Dynamo's virtual-clock replay.")] = True,
-    replay_requests: Annotated[int | None, typer.Option(
-        help="Requests to replay (default: enough for a steady state, at least 2000).")
-    ] = None,
-) -> None:
-    """Size prefill/decode (or aggregated) pools from measured H100 data, check the plan in
+ModelOpt = Annotated[str, typer.Option(
+    help="llama-3.1-70b, llama-3.1-8b, qwen3-32b (or their Hugging Face ids).")]
+TtftOpt = Annotated[float, typer.Option(help="SLA: 90th-percentile time to first token.")]
+ItlOpt = Annotated[float, typer.Option(
+    help="SLA: 90th percentile of requests' mean inter-token latency.")]
+GpuOpt = Annotated[str, typer.Option(help="h100-sxm, h200, a100-80gb, l40s, l4.")]
+IslOpt = Annotated[int | None, typer.Option(help="Prompt tokens per request.")]
+OslOpt = Annotated[int | None, typer.Option(help="Output tokens per request.")]
+TraceOpt = Annotated[Path | None, typer.Option(
+    help="Mooncake JSONL trace instead of --isl/--osl (its mean lengths are planned for, its "
+         "timestamps give the rate, the replay replays it).")]
+RateOpt = Annotated[float | None, typer.Option(
+    help="Objective (a): serve this many requests/s on the fewest GPUs.")]
+BudgetOpt = Annotated[int | None, typer.Option(
+    help="Objective (b): most goodput from this many GPUs.")]
+PriceOpt = Annotated[float | None, typer.Option(
+    help="USD per GPU-hour (default: the catalog's list price).")]
+DtypeOpt = Annotated[str, typer.Option(help="Weights: bf16, fp8, int8, awq.")]
+KvDtypeOpt = Annotated[str, typer.Option(help="KV cache: bf16, fp8.")]
+NodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
+PerfModelOpt = Annotated[str | None, typer.Option(
+    help="Force aiconfigurator or roofline (default: AIConfigurator where it has data).")]
+TopOpt = Annotated[int, typer.Option(help="Rows per table.")]
+SplitOpt = Annotated[str | None, typer.Option(
+    help="Also evaluate a fixed PREFILL:DECODE GPU split, e.g. 8:40.")]
+OutOpt = Annotated[Path | None, typer.Option(
+    help="Directory for plan.json, pareto.png, topologies and the mocker profile "
+         "(default: .dis-serve/plans/NAME).")]
+EmitOpt = Annotated[Path | None, typer.Option(
+    help="Also write the chosen topology here (the mocker graph with --mock); refused for a "
+         "plan that failed its replay unless --force.")]
+MockOpt = Annotated[bool, typer.Option(
+    help="--emit writes the mocker graph timed like the planned GPUs.")]
+ForceOpt = Annotated[bool, typer.Option(
+    help="--emit the plan even if it failed its replay.")]
+ReplayOpt = Annotated[bool, typer.Option(
+    help="Verify the plan in Dynamo's virtual-clock replay (backing off until it holds).")]
+ReplayRequestsOpt = Annotated[int | None, typer.Option(
+    help="Requests to replay (default: enough for a steady state, at least 2000).")]
+
+
+def plan(model: ModelOpt, ttft_ms: TtftOpt, itl_ms: ItlOpt, gpu: GpuOpt = "h100-sxm",
+         isl: IslOpt = None, osl: OslOpt = None, trace: TraceOpt = None, rate: RateOpt = None,
+         budget: BudgetOpt = None, price: PriceOpt = None, dtype: DtypeOpt = "bf16",
+         kv_cache_dtype: KvDtypeOpt = "bf16", gpus_per_node: NodeOpt = 8,
+         perf_model: PerfModelOpt = None, top: TopOpt = 5, compare_split: SplitOpt = None,
+         out: OutOpt = None, emit: EmitOpt = None, mock: MockOpt = False,
+         force: ForceOpt = False, replay: ReplayOpt = True,
+         replay_requests: ReplayRequestsOpt = None) -> None:
+    """Size prefill/decode (or aggregated) pools from measured H100 data, verify the plan in
     Dynamo's replay, price it and write it as a topology."""
+    from ..errors import RunError
     from ..plan.request import build_request
     from ..plan.runner import run_plan
 
@@ -101,10 +111,13 @@ def plan(
             kv_cache_dtype=kv_cache_dtype, gpus_per_node=gpus_per_node, perf_model=perf_model,
             top=top, compare_split=_split(compare_split), replay=replay,
             replay_requests=replay_requests)
-        outcome = run_plan(request, out, emit=emit, emit_mock=mock)
+        outcome = run_plan(request, out, emit=emit, emit_mock=mock, force_emit=force)
     except UserInputError as exc:
         raise _in_flags(exc) from None
     _print_outcome(outcome)
+    if outcome.emit_refused:
+        raise RunError(f"--emit refused: {outcome.emit_refused} (fix: relax the SLA, or "
+                       "--force to write it anyway)")
     target = outcome.files.get("emitted topology", outcome.files["topology (mocker)"])
     console.print(f"next: dis-serve validate {target} && dis-serve up {target}", markup=False)
 
@@ -132,6 +145,7 @@ def _print_outcome(outcome: PlanOutcome) -> None:
                   f"{outcome.plan_yearly_usd:,.0f} USD/year at {req.hourly_price:g} "
                   "USD/GPU-hour", markup=False)
     console.print(outcome.verdict, markup=False)
+    _print_verification(outcome)
     if outcome.savings is not None and outcome.savings.gpus > 0:
         s = outcome.savings
         console.print(f"Saved against the best aggregated deployment for the same goodput: "
@@ -145,6 +159,22 @@ def _print_outcome(outcome: PlanOutcome) -> None:
             console.print(rep.agreement, markup=False)
     for what, path in outcome.files.items():
         console.print(f"wrote {what}: {path}", markup=False)
+
+
+def _print_verification(outcome: PlanOutcome) -> None:
+    replayed = next((r for r in outcome.replay if r.deployment == "plan"), None)
+    if replayed is None:
+        console.print("Not replayed (--no-replay): the SLA attainment is the model's alone.",
+                      markup=False)
+        return
+    state = "holds" if replayed.passed else "FAILS"
+    console.print(f"Replayed: {replayed.sla_met_share:.0%} of requests met the SLA (the plan "
+                  f"{state}: it promises 90%), on {replayed.replayed}.", markup=False)
+    tried = [s for s in outcome.verification if not s.passed]
+    for step in tried:
+        console.print(f"  backed off from {step.mode.value} {step.deployment} at "
+                      f"{step.requests_per_s:.2f} req/s: {step.sla_met_share:.0%} met the SLA "
+                      "in replay", markup=False)
 
 
 def _split_line(outcome: PlanOutcome) -> str:
@@ -196,7 +226,7 @@ def _replay_rows(table: Table, rep: Replay, pred: Deployment) -> None:
     table.add_row(rep.deployment, "predicted", f"{pred.ttft_mean_ms:.0f}",
                   f"{pred.ttft_p90_ms:.0f}", f"{pred.itl_mean_ms:.1f}",
                   f"{pred.itl_p90_ms:.1f}", f"{pred.requests_per_s:.2f}",
-                  f"{pred.tokens_per_s:,.0f}", ">=90%")
+                  f"{pred.tokens_per_s:,.0f}", "(>=90%)")
     table.add_row("", "replayed", f"{rep.ttft_mean_ms:.0f}", f"{rep.ttft_p90_ms:.0f}",
                   f"{rep.itl_mean_ms:.1f}", f"{rep.itl_p90_ms:.1f}",
                   f"{rep.requests_per_s:.2f}", f"{rep.output_tokens_per_s:,.0f}",

@@ -2,8 +2,10 @@
 
 AIConfigurator (`aiconfigurator-core` on PyPI) ships GEMM, attention, communication and
 other kernel timings collected on real GPUs for each TensorRT-LLM release, and sums them per
-forward pass. We ask it for exactly what the planner needs: one prefill pass (`static_ctx`)
-and decode steps (`static_gen`). Its package is heavy (pandas, pyarrow, a native engine), so
+forward pass. We ask it for exactly what the planner needs: one prefill pass (`static_ctx`),
+decode steps (`static_gen`) and, for aggregated workers, its own in-flight-batching estimate
+(`run_agg`: mixed prefill/decode steps under a per-step context-token budget) and mixed steps
+(`run_mixed`). Its package is heavy (pandas, pyarrow, a native engine), so
 it is imported only when this model is built.
 """
 
@@ -17,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from ..topology import KvCacheDtype, WeightDtype
-from .perf_model import SERVING_CORRECTIONS, ModelOnGpu, PerfModel, PerfSource
+from .perf_model import SERVING_CORRECTIONS, AggPoint, ModelOnGpu, PerfModel, PerfSource
 
 BACKEND = "trtllm"
 
@@ -160,4 +162,48 @@ class AiconfiguratorModel(PerfModel):
                     RuntimeConfig(batch_size=batch, isl=max(1, seq_len - 1), osl=2),
                     mode="static_gen", stride=32)
                 self._cache[key] = not summary.check_oom() and not summary.check_kv_cache_oom()
+        return self._cache[key]
+
+    def agg_point(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
+                  seq_len: int) -> AggPoint:
+        key = ("agg", tp, batch, ctx_tokens, isl, osl, seq_len)
+        if key not in self._cache:
+            from aiconfigurator.sdk.config import RuntimeConfig
+
+            with _quiet():
+                session = self._session(tp, context_role=False)
+                try:
+                    summary = session.run_agg(
+                        RuntimeConfig(batch_size=batch, isl=isl, osl=osl),
+                        ctx_tokens=ctx_tokens, max_seq_len=seq_len,
+                        max_num_tokens=ctx_tokens + batch)
+                except Exception as exc:  # its data gaps surface as assorted errors
+                    raise AiconfiguratorUnavailable(
+                        f"AIConfigurator cannot predict agg tp{tp} batch {batch} "
+                        f"ctx {ctx_tokens} isl {isl}: {exc}") from exc
+                row = summary.get_result_dict()
+                steps = summary.get_per_ops_data()["scheduling"]
+            total = (steps["num_mix_steps"] * steps["mix_step_latency_ms"]
+                     + steps["num_genonly_steps"] * steps["genonly_step_latency_ms"])
+            self._cache[key] = AggPoint(
+                ttft_ms=float(row["ttft"]), itl_ms=float(row["tpot"]),
+                rate_per_s=float(row["seq/s"]),
+                prefill_share=steps["num_mix_steps"] * steps["mix_step_latency_ms"] / total,
+                fits=(super().kv_fits(tp, batch, seq_len) and not summary.check_oom()
+                      and not summary.check_kv_cache_oom()))
+        return self._cache[key]
+
+    def mixed_step_ms(self, tp: int, ctx_tokens: int, decoding: int, isl: int,
+                      osl: int) -> float:
+        key = ("mixed", tp, ctx_tokens, decoding, isl, osl)
+        if key not in self._cache:
+            from aiconfigurator.sdk.config import RuntimeConfig
+            from aiconfigurator.sdk.step_estimate import MixedStepInput
+
+            with _quiet():
+                session = self._session(tp, context_role=False)
+                estimate = session.run_mixed(
+                    RuntimeConfig(batch_size=max(1, decoding), isl=isl, osl=osl),
+                    MixedStepInput(context_tokens=ctx_tokens, num_decode_requests=decoding))
+            self._cache[key] = float(estimate.latency_ms)
         return self._cache[key]

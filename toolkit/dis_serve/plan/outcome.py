@@ -53,6 +53,7 @@ class Replay(_Frozen):
     """A deployment replayed in Dynamo's virtual-clock simulator."""
 
     deployment: str = Field(description="`plan` or `split`.")
+    replayed: str = Field(description="The whole deployment, or which slice of it ran.")
     requests: int = Field(description="Requests replayed.")
     measured_requests: int = Field(description="Requests in the steady-state window.")
     steady: bool = Field(description="Whether a steady-state window was found.")
@@ -63,12 +64,24 @@ class Replay(_Frozen):
     requests_per_s: Figure = Field(description="Requests finished per second in the window.")
     output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
+    passed: bool = Field(description="Whether the SLA held for at least the share of "
+                                     "requests its percentile promises (90%).")
     wall_s: Figure = Field(description="Wall time of the replay.")
     worst_difference_means: Figure = Field(
         description="Largest relative gap to the prediction over mean TTFT, ITL, throughput.")
     worst_difference_p90: Figure = Field(
         description="Largest relative gap to the prediction over the p90 TTFT and ITL.")
     agreement: str = Field(description="One sentence on how replay and prediction agree.")
+
+
+class VerificationStep(_Frozen):
+    """One replay the planner ran before offering a plan."""
+
+    mode: Mode
+    deployment: str = Field(description="Its label.")
+    requests_per_s: Figure = Field(description="The rate it was replayed at.")
+    sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
+    passed: bool
 
 
 class PerformanceModelInfo(_Frozen):
@@ -108,5 +121,9 @@ class PlanOutcome(_Frozen):
     split: Deployment | None = Field(description="The fixed split at its best, if asked.")
     split_gpus: tuple[int, int] | None = Field(description="The fixed split asked for.")
     replay: list[Replay]
+    verification: list[VerificationStep] = Field(
+        description="Every replay taken to verify the plan, in order.")
+    emit_refused: str | None = Field(
+        default=None, description="Why --emit wrote nothing (the plan failed its replay).")
     planning_seconds: float
     files: dict[str, str] = Field(description="What was written, by what it is.")

@@ -2,7 +2,9 @@
 
 Two primitives answer everything disaggregated: the latency of one prefill forward pass
 (`prefill_ms`) and of one decode step (`decode_step_ms`, averaged over a generation by
-`decode_itl_ms`); an aggregated worker's steps are built from the same two.
+`decode_itl_ms`). An aggregated worker is answered whole by `agg_point`: TRT-LLM's in-flight
+batching with a per-step context-token budget, as AIConfigurator's `run_agg` estimates it
+(the roofline follows the same scheduling arithmetic on its own step times).
 
 Two implementations: `AiconfiguratorModel` reads NVIDIA AIConfigurator's measured
 per-operation database (the default wherever it knows the model and GPU), `RooflineModel`
@@ -12,6 +14,7 @@ says which one answered.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
@@ -42,6 +45,27 @@ class PhaseCorrections:
 # decode_latency_correction in aiconfigurator 0.12): measured op sums run a little faster
 # than a serving TRT-LLM worker does.
 SERVING_CORRECTIONS = PhaseCorrections(prefill=1.1, decode=1.08)
+
+
+@dataclass(frozen=True)
+class AggPoint:
+    """An aggregated worker running `batch` requests at once, `ctx_tokens` of prompt per step:
+    AIConfigurator's steady-state (closed-batch) estimate."""
+
+    ttft_ms: float
+    itl_ms: float
+    rate_per_s: float
+    """Requests one worker completes per second at this batch."""
+    prefill_share: float
+    """Share of the worker's time spent in steps that carry prompt tokens."""
+    fits: bool
+    """Whether the batch fits the worker's memory."""
+
+
+# TRT-LLM's in-flight batching (AIConfigurator's TRT-LLM backend): new requests enter the
+# batch about three steps after the last prefill ends, so that many mixed steps count toward
+# decode time no more than plain decode steps do.
+TRTLLM_MIX_STEP_DRAIN = 3
 
 
 @dataclass(frozen=True)
@@ -102,3 +126,40 @@ class PerfModel(ABC):
     def kv_fits(self, tp: int, batch: int, seq_len: int) -> bool:
         """Whether `batch` sequences of `seq_len` tokens fit one worker's KV cache."""
         return batch <= self.target.max_batch(tp, seq_len)
+
+    def mixed_step_ms(self, tp: int, ctx_tokens: int, decoding: int, isl: int,
+                      osl: int) -> float:
+        """One step carrying `ctx_tokens` prompt tokens beside `decoding` decode requests."""
+        prompts = max(1, round(ctx_tokens / isl))
+        prefill = self.prefill_ms(tp, prompts, isl) * ctx_tokens / (prompts * isl)
+        if decoding <= 0:
+            return prefill
+        return prefill + self.decode_step_ms(tp, decoding, isl + osl // 2)
+
+    def agg_point(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
+                  seq_len: int) -> AggPoint:
+        """AIConfigurator's `run_agg` scheduling (TRT-LLM backend) on this model's step
+        times: prompts enter `ctx_tokens` at a time in mixed steps, the rest of the batch
+        decodes beside them; the roofline uses it where AIConfigurator cannot answer."""
+        ctx_steps = math.ceil(isl * batch / ctx_tokens)
+        if batch == 1:
+            mixed_decoders, mixed_steps, decode_steps, itl_mixed_steps = 0, 1, osl - 1.0, 0
+        else:
+            if ctx_steps >= osl:
+                mixed_decoders = max(1, int(batch // (ctx_steps / osl)))
+            else:
+                mixed_decoders = max(1, batch - math.ceil(ctx_tokens / isl))
+            mixed_steps = ctx_steps
+            decode_steps = max(0.0, osl - mixed_steps)
+            itl_mixed_steps = (mixed_steps if decode_steps == 0
+                               else max(1, mixed_steps - TRTLLM_MIX_STEP_DRAIN))
+        mixed = self.mixed_step_ms(tp, ctx_tokens, mixed_decoders, isl, osl)
+        decode = self.decode_step_ms(tp, batch, isl + osl // 2) if decode_steps else 0.0
+        queueing = min(2 + (ctx_steps - 3) / 2 / 10, 4)
+        ttft = mixed * math.ceil(isl / ctx_tokens) * queueing
+        itl_steps = itl_mixed_steps + decode_steps
+        itl = (mixed * itl_mixed_steps + decode * decode_steps) / itl_steps if itl_steps else 0.0
+        total = mixed_steps * mixed + decode_steps * decode
+        return AggPoint(ttft_ms=ttft, itl_ms=itl, rate_per_s=1000.0 * batch / total,
+                        prefill_share=mixed_steps * mixed / total,
+                        fits=self.kv_fits(tp, batch, seq_len))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import UserInputError
 from ..topology import Mode
@@ -84,13 +84,24 @@ def make_plan(request: PlanRequest) -> PlanResult:
         raise _nothing_fits(space, request, workload)
     disagg = [c for c in ranked if c.mode is Mode.DISAGG]
     agg = [c for c in ranked if c.mode is Mode.AGG]
-    pays, verdict = _verdict(request, disagg, agg)
-    chosen = disagg[0] if pays or not agg else agg[0]
-    savings = _savings(space, request, chosen, agg) if chosen.mode is Mode.DISAGG else None
     split = request.compare_split
     split_plan = best_for_split(space, *split) if split else None
-    return PlanResult(request, workload, space.model, space, found, disagg, agg, chosen, pays,
-                      verdict, savings, split_plan, split, time.perf_counter() - started)
+    undecided = PlanResult(request, workload, space.model, space, found, disagg, agg,
+                           ranked[0], False, "", None, split_plan, split,
+                           time.perf_counter() - started)
+    return decide(undecided, disagg, agg)
+
+
+def decide(result: PlanResult, disagg: list[Candidate], agg: list[Candidate]) -> PlanResult:
+    """The plan between the best of each mode (as ranked, or as the replay confirmed them):
+    disaggregated only when it pays, with what it saves."""
+    request = result.request
+    pays, verdict = _verdict(request, disagg, agg)
+    chosen = disagg[0] if pays or not agg else agg[0]
+    savings = (_savings(result.space, request, chosen, agg) if chosen.mode is Mode.DISAGG
+               else None)
+    return replace(result, disagg=disagg, agg=agg, chosen=chosen, disagg_pays=pays,
+                   verdict=verdict, savings=savings)
 
 
 def _space(model: PerfModel, request: PlanRequest, workload: Workload) -> SearchSpace:
@@ -139,8 +150,10 @@ def _verdict(request: PlanRequest, disagg: list[Candidate],
         ahead = (f"{fewer} fewer GPU{'s' * (fewer != 1)} ({gain:.0%})" if fewer >= 0
                  else f"{-fewer} more GPU{'s' * (fewer != -1)} ({-gain:.0%})")
     else:
-        gain = d.rate / a.rate - 1
-        ahead = f"{gain:+.0%} goodput from the budget"
+        # Like with like: either may leave part of the budget unused, so compare what each
+        # GPU it uses serves.
+        gain = d.tokens_per_s_per_gpu / a.tokens_per_s_per_gpu - 1
+        ahead = f"{gain:+.0%} tokens/s per GPU"
     if gain >= PAYS_MARGIN:
         return True, (f"Disaggregation pays: {ahead} against the best aggregated deployment "
                       f"({a.label}).")

@@ -7,7 +7,7 @@ from .outcome import Deployment, PlannedPool, Replay
 from .planner import PlanResult
 from .replay import ReplayResult
 from .request import Objective
-from .search import Candidate
+from .search import SLA_SHARE, Candidate
 
 # Where a replayed figure differs from the prediction by more than this, the report names it.
 NOTABLE_GAP = 0.10
@@ -45,12 +45,14 @@ def deployment(cand: Candidate) -> Deployment:
 
 def replay_summary(name: str, cand: Candidate, rep: ReplayResult) -> Replay:
     return Replay(
-        deployment=name, requests=rep.requests, measured_requests=rep.measured_requests,
+        deployment=name, replayed=rep.replayed, requests=rep.requests,
+        measured_requests=rep.measured_requests,
         steady=rep.steady, ttft_mean_ms=rep.ttft_mean_ms,
         ttft_p90_ms=rep.ttft_p90_ms, itl_mean_ms=rep.itl_mean_ms,
         itl_p90_ms=rep.itl_p90_ms, requests_per_s=rep.served_rate,
         output_tokens_per_s=rep.output_tokens_per_s,
-        sla_met_share=rep.sla_met_share, wall_s=rep.wall_s,
+        sla_met_share=rep.sla_met_share, passed=rep.sla_met_share >= SLA_SHARE,
+        wall_s=rep.wall_s,
         worst_difference_means=worst_difference(cand, rep),
         worst_difference_p90=worst_difference(cand, rep, tails=True),
         agreement=_agreement(name, cand, rep))
@@ -80,16 +82,17 @@ def _gaps(cand: Candidate, rep: ReplayResult) -> list[tuple[str, float]]:
 
 def _agreement(name: str, cand: Candidate, rep: ReplayResult) -> str:
     means, tails = worst_difference(cand, rep), worst_difference(cand, rep, tails=True)
-    text = (f"{name}: {rep.measured_requests} of {rep.requests} replayed requests measured in "
-            f"{rep.wall_s:.1f} s; mean TTFT, ITL and throughput within {means:.0%} of the "
-            f"prediction, 90th percentiles within {tails:.0%}.")
+    text = (f"{name}: replayed {rep.replayed}; {rep.measured_requests} of {rep.requests} "
+            f"requests measured in {rep.wall_s:.1f} s; mean TTFT, ITL and throughput within "
+            f"{means:.0%} of the prediction, 90th percentiles within {tails:.0%}.")
     if not rep.steady:
-        text += " The run was too short for a steady state; figures cover every request."
+        return text + (" The run was too short for a steady state, so the figures cover "
+                       "every request, warm-up included, and the gaps say little.")
     metric, gap = max(_gaps(cand, rep), key=lambda g: abs(g[1]))
     if abs(gap) > NOTABLE_GAP:
         side = "more" if gap > 0 else "less"
-        text += (f" The largest gap, {metric} ({gap:+.0%}: the replay saw {side}), is "
-                 "queueing: the prediction's waits are closed-form (Erlang C) estimates of the "
-                 "router and batchers that the replay runs event by event on the same "
-                 "step-time tables; where they differ, trust the replay.")
+        text += (f" The largest gap, {metric} ({gap:+.0%}: the replay saw {side}), is where "
+                 "the prediction's closed-form estimates of the router and batchers differ "
+                 "from the replay, which runs them event by event on the same step-time "
+                 "tables; where they differ, trust the replay.")
     return text

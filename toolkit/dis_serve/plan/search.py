@@ -17,10 +17,10 @@ from ..errors import UserInputError
 from ..topology import Mode, Pool, PoolRole
 from .perf_model import PerfModel
 from .pools import (
-    AggWorker,
+    AggCurve,
     DecodeCurve,
     PrefillWorker,
-    agg_worker_options,
+    agg_curves,
     decode_curves,
     prefill_worker_options,
     tensor_parallel_options,
@@ -42,6 +42,10 @@ EXTRA_AGG_WORKERS_TRIED = 12
 # Objective (b) bisects the rate only at the prefill/decode splits of the budget whose
 # capacities balance best (goodput peaks there).
 BALANCED_SPLITS_TRIED = 3
+
+
+# The SLA is on 90th percentiles: nine requests in ten must meet both TTFT and ITL.
+SLA_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class Candidate:
     pools: tuple[PoolPlan, ...]
     prediction: Prediction
     osl: int
+    shape: tuple = field(default=(), compare=False, repr=False)
+    """The worker curves it was built from, to evaluate it again at another rate."""
 
     @property
     def gpus(self) -> int:
@@ -144,7 +150,7 @@ class SearchSpace:
     gpus_per_node: int
     prefill: list[PrefillWorker]
     decode: list[DecodeCurve]
-    agg: list[AggWorker]
+    agg: list[AggCurve]
     tps: list[int] = field(default_factory=list)
 
     @property
@@ -157,16 +163,12 @@ class SearchSpace:
 
     def decode_batches(self, curve: DecodeCurve) -> list[int]:
         """Batch caps whose full batch meets the ITL SLA, sampled."""
-        options = curve.batch_options(self.sla.itl_ms)
-        if len(options) <= DECODE_BATCH_SAMPLES:
-            return options
-        step = (len(options) - 1) / (DECODE_BATCH_SAMPLES - 1)
-        return sorted({options[round(i * step)] for i in range(DECODE_BATCH_SAMPLES)})
+        return _sampled(curve.batch_options(self.sla.itl_ms))
 
-    def agg_options(self) -> Iterator[tuple[AggWorker, int]]:
-        for worker in self.agg:
-            for batch in self.decode_batches(worker.decode):
-                yield worker, batch
+    def agg_options(self) -> Iterator[tuple[AggCurve, int]]:
+        for curve in self.agg:
+            for batch in _sampled(curve.batch_options(self.sla.itl_ms)):
+                yield curve, batch
 
 
 def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> SearchSpace:
@@ -199,8 +201,16 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
             f"{target.name} on {target.gpu_name} takes {quickest:.0f} ms at TP{tp}, "
             f"{floor:.0f} ms with the first decode step", key="--ttft-ms",
             fix=f"use --ttft-ms {math.ceil(floor * 1.1)} or more")
-    agg = agg_worker_options(model, tps, workload.isl, workload.osl, workload.max_isl, seq_len)
+    agg = agg_curves(model, tps, workload.isl, workload.osl, seq_len)
     return SearchSpace(model, workload, sla, request.gpus_per_node, prefill, decode, agg, tps)
+
+
+def _sampled(options: list[int]) -> list[int]:
+    """At most DECODE_BATCH_SAMPLES of `options`, spread evenly, the largest always kept."""
+    if len(options) <= DECODE_BATCH_SAMPLES:
+        return options
+    step = (len(options) - 1) / (DECODE_BATCH_SAMPLES - 1)
+    return sorted({options[round(i * step)] for i in range(DECODE_BATCH_SAMPLES)})
 
 
 # --- evaluation ------------------------------------------------------------------------------
@@ -216,19 +226,19 @@ def _disagg(space: SearchSpace, p: PrefillWorker, prefill_workers: int, d: Decod
     pools = (PoolPlan.of(PoolRole.PREFILL, prefill_workers, p.tp, p.batch, p.max_num_tokens),
              PoolPlan.of(PoolRole.DECODE, decode_workers, d.tp, batch,
                          max(batch, space.seq_len)))
-    return Candidate(Mode.DISAGG, pools, pred, space.workload.osl)
+    return Candidate(Mode.DISAGG, pools, pred, space.workload.osl, (p, d))
 
 
-def _agg(space: SearchSpace, worker: AggWorker, batch: int, workers: int,
+def _agg(space: SearchSpace, curve: AggCurve, batch: int, workers: int,
          rate: float) -> Candidate | None:
-    pred = predict_agg(worker, workers, batch, rate, osl=space.workload.osl)
+    pred = predict_agg(curve, workers, batch, rate)
     if pred is None or not space.sla.met_by(pred):
         return None
     # The step budget holds the prompts plus one token for every request decoding beside
     # them, so a prompt is never split across steps.
-    pools = (PoolPlan.of(PoolRole.AGG, workers, worker.tp, batch,
-                         worker.max_num_tokens + batch),)
-    return Candidate(Mode.AGG, pools, pred, space.workload.osl)
+    tokens = max(curve.ctx_tokens, space.workload.max_isl) + batch
+    pools = (PoolPlan.of(PoolRole.AGG, workers, curve.tp, batch, tokens),)
+    return Candidate(Mode.AGG, pools, pred, space.workload.osl, (curve,))
 
 
 def _max_rate(evaluate, capacity: float) -> Candidate | None:
@@ -244,6 +254,28 @@ def _max_rate(evaluate, capacity: float) -> Candidate | None:
     return best
 
 
+def at_rate(space: SearchSpace, cand: Candidate, rate: float) -> Candidate | None:
+    """The same deployment planned for another rate (None: the SLA no longer holds)."""
+    if cand.mode is Mode.AGG:
+        pool = cand.pool(PoolRole.AGG)
+        return _agg(space, cand.shape[0], pool.max_batch, pool.workers, rate)
+    prefill, decode = cand.pool(PoolRole.PREFILL), cand.pool(PoolRole.DECODE)
+    return _disagg(space, cand.shape[0], prefill.workers, cand.shape[1], decode.max_batch,
+                   decode.workers, rate)
+
+
+def with_one_more_worker(space: SearchSpace, cand: Candidate) -> Candidate | None:
+    """The same deployment at the same rate with one more worker in the pool that runs out
+    first (more headroom where it is short)."""
+    if cand.mode is Mode.AGG:
+        pool = cand.pool(PoolRole.AGG)
+        return _agg(space, cand.shape[0], pool.max_batch, pool.workers + 1, cand.rate)
+    prefill, decode = cand.pool(PoolRole.PREFILL), cand.pool(PoolRole.DECODE)
+    more_prefill = cand.limit == "prefill"
+    return _disagg(space, cand.shape[0], prefill.workers + more_prefill, cand.shape[1],
+                   decode.max_batch, decode.workers + (not more_prefill), cand.rate)
+
+
 # --- objective (a): fewest GPUs for a rate ---------------------------------------------------
 
 def fewest_gpus(space: SearchSpace, rate: float) -> list[Candidate]:
@@ -256,7 +288,7 @@ def fewest_gpus(space: SearchSpace, rate: float) -> list[Candidate]:
                 if best is not None:
                     found.append(best)
     for worker, batch in space.agg_options():
-        fewest = math.floor(rate / worker.capacity_per_s(batch, space.workload.osl)) + 1
+        fewest = math.floor(rate / worker.capacity_per_s(batch)) + 1
         for workers in range(fewest, min(fewest + EXTRA_AGG_WORKERS_TRIED,
                                           MAX_GPUS // worker.tp + 1)):
             cand = _agg(space, worker, batch, workers, rate)
@@ -304,7 +336,6 @@ def _fewer_gpus_first(a: Candidate, b: Candidate) -> bool:
 def most_goodput(space: SearchSpace, budget: int) -> list[Candidate]:
     """The highest-goodput deployment of each shape within `budget` GPUs."""
     found: list[Candidate] = []
-    osl = space.workload.osl
     for d in space.decode:
         for batch in space.decode_batches(d):
             for p in space.prefill:
@@ -316,7 +347,7 @@ def most_goodput(space: SearchSpace, budget: int) -> list[Candidate]:
         if workers < 1:
             continue
         cand = _max_rate(lambda r, w=worker, b=batch, n=workers: _agg(space, w, b, n, r),
-                         workers * worker.capacity_per_s(batch, osl))
+                         workers * worker.capacity_per_s(batch))
         if cand is not None:
             found.append(_shrink_agg(space, worker, batch, cand))
     return found
@@ -361,7 +392,7 @@ def _rate_then_shrink(space: SearchSpace, p: PrefillWorker, prefill_workers: int
     return cand
 
 
-def _shrink_agg(space: SearchSpace, worker: AggWorker, batch: int,
+def _shrink_agg(space: SearchSpace, worker: AggCurve, batch: int,
                 cand: Candidate) -> Candidate:
     workers = cand.pools[0].workers
     while workers > 1 and (
