@@ -25,7 +25,13 @@ BACKEND = "trtllm"
 
 _GEMM_MODE = {WeightDtype.BF16: None, WeightDtype.FP8: "fp8", WeightDtype.INT8: "int8_wo",
               WeightDtype.AWQ: "int4_wo"}
-_KV_MODE = {KvCacheDtype.BF16: None, KvCacheDtype.FP8: "fp8"}
+_KV_MODE = {KvCacheDtype.BF16: "bfloat16", KvCacheDtype.FP8: "fp8"}
+# `fp8` means an FP8 checkpoint. Where AIConfigurator ships the model's published FP8
+# checkpoint, it reads the GEMM and attention formats from that checkpoint's own quantization
+# config (per-tensor static scales for NVIDIA's ModelOpt Llama, 128x128 blocks for Qwen's),
+# which is what TRT-LLM then runs; elsewhere generic fp8 GEMMs stand in.
+FP8_CHECKPOINTS = {"meta-llama/Meta-Llama-3.1-70B": "nvidia/Llama-3.1-70B-Instruct-FP8",
+                   "Qwen/Qwen3-32B": "Qwen/Qwen3-32B-FP8"}
 
 
 class AiconfiguratorUnavailable(Exception):
@@ -66,6 +72,10 @@ class AiconfiguratorModel(PerfModel):
             raise AiconfiguratorUnavailable(
                 f"AIConfigurator has no measured data for GPU {target.gpu_name}")
         self._model_path = target.aiconfigurator_name
+        self._fp8_checkpoint = (target.dtype is WeightDtype.FP8
+                                and target.aiconfigurator_name in FP8_CHECKPOINTS)
+        if self._fp8_checkpoint:
+            self._model_path = FP8_CHECKPOINTS[target.aiconfigurator_name]
         self._system = target.gpu.aiconfigurator_system
         with _quiet():
             self._load()
@@ -108,10 +118,13 @@ class AiconfiguratorModel(PerfModel):
             from aiconfigurator.sdk.inference_session import InferenceSession
             from aiconfigurator.sdk.models import get_model, resolve_context_fmha_by_data
 
+            kv_fp8 = self.target.kv_cache_dtype is KvCacheDtype.FP8
             config = build_model_config(
                 tp, 1, 1, None, None,
-                gemm_quant_mode=_GEMM_MODE[self.target.dtype],
-                kvcache_quant_mode=_KV_MODE[self.target.kv_cache_dtype])
+                gemm_quant_mode=None if self._fp8_checkpoint else _GEMM_MODE[self.target.dtype],
+                kvcache_quant_mode=_KV_MODE[self.target.kv_cache_dtype],
+                # FP8 context attention needs an FP8 KV cache.
+                fmha_quant_mode=None if self._fp8_checkpoint and kv_fp8 else "bfloat16")
             resolve_context_fmha_by_data(config, self._model_path, self._database, BACKEND,
                                          is_context_role=context_role)
             model = get_model(self._model_path, config, BACKEND)

@@ -33,6 +33,10 @@ NETWORK_KV_GBPS = 50.0
 # before it settles (Dynamo's replay shows it), and any error in the step-time data turns
 # into a queue. AIConfigurator keeps similar headroom (its 0.92 decode rate-matching factor).
 MAX_SLOT_LOAD = 0.9
+# Prefill pools are planned to carry at most this share of their capacity: AIConfigurator's
+# prefill rate-matching degradation (a serving prefill worker loses that much to scheduling
+# and transfer gaps a pure pass time does not show).
+MAX_PREFILL_LOAD = 0.9
 # Standard normal 90th percentile.
 P90_Z = 1.2816
 # An aggregated worker's batch cap sits this many standard deviations of its (Poisson)
@@ -96,7 +100,7 @@ def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeC
     prefill_wait = pool_wait(servers=prefill_workers,
                              service_ms=prefill.service_ms / prefill.batch,
                              rate_per_s=rate_per_s)
-    if not prefill_wait.stable:
+    if not prefill_wait.stable or prefill_wait.utilization > MAX_PREFILL_LOAD:
         return None
     concurrency = decode_concurrency(decode, rate_per_s / decode_workers, osl, decode_batch)
     if concurrency is None:

@@ -23,10 +23,14 @@ from .predict import kv_transfer_gbps
 from .request import Workload
 from .search import Candidate, PoolPlan
 
-# A deployment with more workers than this is replayed as a slice of it: the router spreads
-# load evenly, so a slice with its share of the rate and the same prefill:decode ratio sees
-# what each worker of the whole sees (its own queue, its own batch), in a run small enough to
-# reach steady state in seconds at any size.
+# A deployment whose steady state needs more requests than REPLAY_TARGET_REQUESTS is
+# replayed as a slice of it: the router spreads load evenly, so a slice with its share of the
+# rate and the same prefill:decode ratio sees what each worker of the whole sees (its own
+# queue, its own batch), in a run small enough to reach steady state in seconds at any size.
+# A slice keeps at least MIN_SLICE_WORKERS workers (fewer would queue more than the whole) and
+# at most REPLAY_MAX_WORKERS.
+REPLAY_TARGET_REQUESTS = 4000
+MIN_SLICE_WORKERS = 4
 REPLAY_MAX_WORKERS = 32
 # A slice's pools may differ from the whole's ratio by this much before a smaller slice with
 # an exact ratio is preferred.
@@ -58,6 +62,17 @@ class ReplaySlice:
         whole = " + ".join(str(p.workers) for p in plan.pools)
         return (f"a slice of {counts} workers (of {whole}) at {self.share:.1%} of the rate "
                 f"({plan.rate * self.share:.2f} of {plan.rate:.2f} req/s)")
+
+
+def slice_workers(plan: Candidate) -> int:
+    """The most workers a replay of this plan needs: all of them when their steady state
+    takes at most REPLAY_TARGET_REQUESTS requests, else proportionally fewer."""
+    workers = sum(p.workers for p in plan.pools)
+    wanted = _steady_state_requests(plan, plan.rate)
+    if wanted <= REPLAY_TARGET_REQUESTS:
+        return workers
+    fewer = math.floor(workers * REPLAY_TARGET_REQUESTS / wanted)
+    return min(workers, REPLAY_MAX_WORKERS, max(MIN_SLICE_WORKERS, fewer))
 
 
 def representative_slice(plan: Candidate, max_workers: int = REPLAY_MAX_WORKERS) -> ReplaySlice:
@@ -146,7 +161,7 @@ def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Wo
     from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
 
     part = (ReplaySlice(tuple(p.workers for p in plan.pools), 1.0)
-            if workload.trace is not None else representative_slice(plan))
+            if workload.trace is not None else representative_slice(plan, slice_workers(plan)))
     kwargs: dict = {"router_mode": "kv_router", "sla_ttft_ms": ttft_sla_ms,
                     "sla_itl_ms": itl_sla_ms, "capture_per_request": True}
     args = {p.role: engine_args(target, plan, p, profile, gpus_per_node) for p in plan.pools}
@@ -178,10 +193,14 @@ def requests_for_steady_state(plan: Candidate, rate: float | None = None) -> int
     """Enough requests that arrivals at `rate` (default: the plan's) span WARMUP + MEASURED
     end-to-end latencies, so the decode batch settles before it is measured; never fewer
     than DEFAULT_REQUESTS."""
+    wanted = _steady_state_requests(plan, plan.rate if rate is None else rate)
+    return int(min(MAX_REQUESTS, max(DEFAULT_REQUESTS, wanted)))
+
+
+def _steady_state_requests(plan: Candidate, rate: float) -> int:
     pred = plan.prediction
     e2e_s = (pred.ttft_mean_ms + plan.osl * pred.itl_ms) / 1000.0
-    wanted = (plan.rate if rate is None else rate) * e2e_s * (WARMUP_E2E + MEASURED_E2E + 1)
-    return int(min(MAX_REQUESTS, max(DEFAULT_REQUESTS, math.ceil(wanted))))
+    return math.ceil(rate * e2e_s * (WARMUP_E2E + MEASURED_E2E + 1))
 
 
 def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
