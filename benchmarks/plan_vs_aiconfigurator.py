@@ -31,7 +31,8 @@ sys.path.insert(0, str(REPO / "toolkit"))
 VERDICT_MARGIN = 0.05
 
 CASES = [
-    {"name": "8b-h100-8-short", "model": "llama-3.1-8b", "aic_model": "meta-llama/Meta-Llama-3.1-8B",
+    {"name": "8b-h100-8-short", "model": "llama-3.1-8b",
+     "aic_model": "meta-llama/Meta-Llama-3.1-8B",
      "gpu": "h100-sxm", "system": "h100_sxm", "gpus": 8, "isl": 1000, "osl": 200,
      "ttft_ms": 300, "itl_ms": 20},
     {"name": "70b-h100-64-long", "model": "llama-3.1-70b",

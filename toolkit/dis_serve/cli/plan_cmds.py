@@ -25,7 +25,7 @@ FLAGS = {"isl": "--isl", "osl": "--osl", "rate": "--rate", "budget": "--budget",
          "price_per_gpu_hour": "--price", "gpus_per_node": "--gpus-per-node",
          "dtype": "--dtype", "kv_cache_dtype": "--kv-cache-dtype", "top": "--top",
          "trace": "--trace", "perf_model": "--perf-model", "compare_split": "--compare-split",
-         "replay_requests": "--replay-requests"}
+         "replay_requests": "--replay-requests", "calibrate": "--calibrate"}
 
 
 def _in_flags(exc: UserInputError) -> UserInputError:
@@ -84,6 +84,9 @@ ForceOpt = Annotated[bool, typer.Option(
     help="--emit the plan even if it failed its replay.")]
 ReplayOpt = Annotated[bool, typer.Option(
     help="Verify the plan in Dynamo's virtual-clock replay (backing off until it holds).")]
+CalibrateOpt = Annotated[list[Path] | None, typer.Option(
+    help="`bench` results (results.json or its folder; repeatable) to fit per-phase "
+         "correction factors from; the plan uses them and writes calibration.json.")]
 ReplayRequestsOpt = Annotated[int | None, typer.Option(
     help="Requests to replay (default: enough for a steady state, at least 2000).")]
 
@@ -95,7 +98,7 @@ def plan(model: ModelOpt, ttft_ms: TtftOpt, itl_ms: ItlOpt, gpu: GpuOpt = "h100-
          perf_model: PerfModelOpt = None, top: TopOpt = 5, compare_split: SplitOpt = None,
          out: OutOpt = None, emit: EmitOpt = None, mock: MockOpt = False,
          force: ForceOpt = False, replay: ReplayOpt = True,
-         replay_requests: ReplayRequestsOpt = None) -> None:
+         replay_requests: ReplayRequestsOpt = None, calibrate: CalibrateOpt = None) -> None:
     """Size prefill/decode (or aggregated) pools from measured H100 data, verify the plan in
     Dynamo's replay, price it and write it as a topology."""
     from ..errors import RunError
@@ -110,7 +113,7 @@ def plan(model: ModelOpt, ttft_ms: TtftOpt, itl_ms: ItlOpt, gpu: GpuOpt = "h100-
             ttft_ms=ttft_ms, itl_ms=itl_ms, price_per_gpu_hour=price, dtype=dtype,
             kv_cache_dtype=kv_cache_dtype, gpus_per_node=gpus_per_node, perf_model=perf_model,
             top=top, compare_split=_split(compare_split), replay=replay,
-            replay_requests=replay_requests)
+            replay_requests=replay_requests, calibrate=tuple(calibrate or ()))
         outcome = run_plan(request, out, emit=emit, emit_mock=mock, force_emit=force)
     except UserInputError as exc:
         raise _in_flags(exc) from None
@@ -131,6 +134,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
     console.print(f"performance model: {source.source} - {source.detail}", markup=False)
     if source.fallback_reason:
         console.print(f"  (roofline because: {source.fallback_reason})", markup=False)
+    if outcome.calibration is not None:
+        _print_calibration(outcome)
     objective = "fewest GPUs" if req.objective is Objective.FEWEST_GPUS else "most goodput"
     for mode, rows in (("disaggregated", outcome.top_disaggregated),
                        ("aggregated", outcome.top_aggregated)):
@@ -159,6 +164,30 @@ def _print_outcome(outcome: PlanOutcome) -> None:
             console.print(rep.agreement, markup=False)
     for what, path in outcome.files.items():
         console.print(f"wrote {what}: {path}", markup=False)
+
+
+def _print_calibration(outcome: PlanOutcome) -> None:
+    from rich.table import Table
+
+    cal = outcome.calibration
+    assert cal is not None
+    kv = "not identifiable from one prompt length (1)" if cal.kv_transfer is None else (
+        f"{cal.kv_transfer:.3f}")
+    console.print(f"calibrated from {len(cal.points)} measured point(s): prefill x"
+                  f"{cal.prefill:.3f}, decode x{cal.decode:.3f}, KV transfer {kv}",
+                  markup=False)
+    table = Table(title="Measured vs predicted (ms; before -> after calibration)",
+                  title_justify="left")
+    for column in ("point", "req/s", "TTFT measured", "TTFT predicted", "ITL measured",
+                   "ITL predicted"):
+        table.add_column(column, justify="left" if column == "point" else "right")
+    for p in cal.points:
+        table.add_row(p.source.rsplit(":", 1)[-1], f"{p.requests_per_s:.2f}",
+                      f"{p.measured_ttft_ms:.0f}",
+                      f"{p.predicted_ttft_ms:.0f} -> {p.calibrated_ttft_ms:.0f}",
+                      f"{p.measured_itl_ms:.2f}",
+                      f"{p.predicted_itl_ms:.2f} -> {p.calibrated_itl_ms:.2f}")
+    console.print(table)
 
 
 def _print_verification(outcome: PlanOutcome) -> None:

@@ -177,8 +177,8 @@ class AiconfiguratorModel(PerfModel):
                 self._cache[key] = not summary.check_oom() and not summary.check_kv_cache_oom()
         return self._cache[key]
 
-    def agg_point(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
-                  seq_len: int) -> AggPoint:
+    def _agg_estimate(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
+                      seq_len: int) -> AggPoint:
         key = ("agg", tp, batch, ctx_tokens, isl, osl, seq_len)
         if key not in self._cache:
             from aiconfigurator.sdk.config import RuntimeConfig

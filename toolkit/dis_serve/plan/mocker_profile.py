@@ -50,10 +50,11 @@ def profile_tables(model: PerfModel, plan: Candidate, workload_isl: int,
     else:
         prefill = decode = plan.pool(PoolRole.AGG)
         # Aggregated predictions are AIConfigurator's in-flight-batching model, which carries
-        # no serving correction; the tables follow the numbers the plan used.
-        decode_scale = 1.0
+        # no serving correction (only measured ones); the tables follow the plan's numbers.
+        decode_scale = model.measured.decode
         isl = _grid(1.0, float(max(prefill.max_num_tokens, seq_len)), PREFILL_POINTS)
-        ttft = _mixed_prefill_ms(model, plan, isl, workload_isl, osl)
+        ttft = [t * model.measured.prefill
+                for t in _mixed_prefill_ms(model, plan, isl, workload_isl, osl)]
     contexts = _grid(1.0, float(seq_len), DECODE_CONTEXT_POINTS)
     kv_tokens = _grid(0.0, float(decode.max_batch * seq_len), DECODE_KV_POINTS)
     itl = [[model.decode_step_ms(decode.tp, _batch(kv, ctx, decode.max_batch), round(ctx))

@@ -104,6 +104,33 @@ class SavingsInfo(_Frozen):
     price_per_gpu_hour: float
 
 
+class CalibrationPoint(_Frozen):
+    """One measured point against the model's prediction, before and after calibration."""
+
+    source: str = Field(description="results.json and the sweep point.")
+    isl: int
+    osl: int
+    requests_per_s: float = Field(description="Measured throughput the point is predicted at.")
+    measured_ttft_ms: float
+    measured_itl_ms: float
+    predicted_ttft_ms: float = Field(description="Before calibration.")
+    predicted_itl_ms: float = Field(description="Before calibration.")
+    calibrated_ttft_ms: float
+    calibrated_itl_ms: float
+
+
+class Calibration(_Frozen):
+    """Per-phase factors (measured / predicted) fitted by `plan --calibrate`, and the points
+    they came from (`calibration.json`)."""
+
+    prefill: float = Field(description="Prefill time per token: measured / predicted.")
+    decode: float = Field(description="Decode ITL against batch: measured / predicted.")
+    kv_transfer: float | None = Field(
+        description="KV-transfer time: measured / predicted (None: not identifiable from "
+                    "these results, planned at 1).")
+    points: list[CalibrationPoint]
+
+
 class PlanOutcome(_Frozen):
     """Everything `dis-serve plan` decided and checked (`plan.json`)."""
 
@@ -111,6 +138,8 @@ class PlanOutcome(_Frozen):
     title: str = Field(description="Model, GPU, lengths, objective and SLA in one line.")
     workload: WorkloadInfo
     performance_model: PerformanceModelInfo
+    calibration: Calibration | None = Field(
+        default=None, description="Factors fitted from `bench` results, planned with.")
     plan: Deployment
     plan_yearly_usd: int = Field(description="What the plan's GPUs cost a year.")
     disaggregation_pays: bool

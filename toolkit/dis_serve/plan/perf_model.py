@@ -103,6 +103,17 @@ class PerfModel(ABC):
     def __init__(self, target: ModelOnGpu) -> None:
         self.target = target
         self.fallback_reason: str | None = None
+        self.measured = PhaseCorrections()
+        """Factors fitted from measurements (`plan --calibrate`), on every worker."""
+        self.kv_transfer_scale = 1.0
+
+    def calibrate(self, prefill: float, decode: float, kv_transfer: float = 1.0) -> None:
+        """Plan with measured corrections: disaggregated workers on top of the serving
+        corrections, aggregated ones on AIConfigurator's in-flight-batching estimate."""
+        base = type(self).corrections
+        self.corrections = PhaseCorrections(base.prefill * prefill, base.decode * decode)
+        self.measured = PhaseCorrections(prefill, decode)
+        self.kv_transfer_scale = kv_transfer
 
     @property
     @abstractmethod
@@ -138,6 +149,20 @@ class PerfModel(ABC):
 
     def agg_point(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
                   seq_len: int) -> AggPoint:
+        """An aggregated worker's estimate, with measured corrections if any: prompt steps
+        scale with the prefill factor, decode steps with the decode factor."""
+        point = self._agg_estimate(tp, batch, ctx_tokens, isl, osl, seq_len)
+        f = self.measured
+        if (f.prefill, f.decode) == (1.0, 1.0):
+            return point
+        time_scale = point.prefill_share * f.prefill + (1 - point.prefill_share) * f.decode
+        return AggPoint(ttft_ms=point.ttft_ms * f.prefill, itl_ms=point.itl_ms * f.decode,
+                        rate_per_s=point.rate_per_s / time_scale,
+                        prefill_share=point.prefill_share * f.prefill / time_scale,
+                        fits=point.fits)
+
+    def _agg_estimate(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
+                      seq_len: int) -> AggPoint:
         """AIConfigurator's `run_agg` scheduling (TRT-LLM backend) on this model's step
         times: prompts enter `ctx_tokens` at a time in mixed steps, the rest of the batch
         decodes beside them; the roofline uses it where AIConfigurator cannot answer."""

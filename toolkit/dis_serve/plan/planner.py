@@ -8,7 +8,9 @@ from dataclasses import dataclass, replace
 from ..errors import UserInputError
 from ..topology import Mode
 from .aiconfigurator_model import AiconfiguratorUnavailable
+from .calibration import fit_calibration, read_measurements
 from .model_choice import choose_perf_model
+from .outcome import Calibration
 from .perf_model import PerfModel, PerfSource
 from .pricing import Savings
 from .request import Objective, PlanRequest, Workload
@@ -49,6 +51,7 @@ class PlanResult:
     split: Candidate | None
     split_gpus: tuple[int, int] | None
     seconds: float
+    calibration: Calibration | None = None
 
     @property
     def best_agg(self) -> Candidate | None:
@@ -66,6 +69,11 @@ def make_plan(request: PlanRequest) -> PlanResult:
     if request.perf_model is PerfSource.AICONFIGURATOR and model.source is PerfSource.ROOFLINE:
         raise UserInputError(f"AIConfigurator cannot answer: {model.fallback_reason}",
                              key="--perf-model", fix="drop --perf-model to use the roofline")
+    calibration = None
+    if request.calibrate:
+        calibration = fit_calibration(model, read_measurements(list(request.calibrate)),
+                                      request.gpus_per_node)
+        model.calibrate(calibration.prefill, calibration.decode, calibration.kv_transfer or 1.0)
     space = _space(model, request, workload)
     if request.budget is not None and request.budget < min(space.tps):
         tp = min(space.tps)
@@ -88,7 +96,7 @@ def make_plan(request: PlanRequest) -> PlanResult:
     split_plan = best_for_split(space, *split) if split else None
     undecided = PlanResult(request, workload, space.model, space, found, disagg, agg,
                            ranked[0], False, "", None, split_plan, split,
-                           time.perf_counter() - started)
+                           time.perf_counter() - started, calibration)
     return decide(undecided, disagg, agg)
 
 
@@ -113,8 +121,10 @@ def _space(model: PerfModel, request: PlanRequest, workload: Workload) -> Search
         if request.perf_model is PerfSource.AICONFIGURATOR:
             raise UserInputError(str(exc), key="--perf-model",
                                  fix="drop --perf-model to use the roofline") from None
-        return build_space(choose_perf_model(request.target(), PerfSource.ROOFLINE,
-                                             reason=str(exc)), request, workload)
+        fallback = choose_perf_model(request.target(), PerfSource.ROOFLINE, reason=str(exc))
+        fallback.calibrate(model.measured.prefill, model.measured.decode,
+                           model.kv_transfer_scale)
+        return build_space(fallback, request, workload)
 
 
 def _nothing_fits(space: SearchSpace, request: PlanRequest, workload: Workload) -> Exception:

@@ -30,7 +30,7 @@ from .search import Candidate, PoolPlan
 # A slice keeps at least MIN_SLICE_WORKERS workers (fewer would queue more than the whole) and
 # at most REPLAY_MAX_WORKERS.
 REPLAY_TARGET_REQUESTS = 4000
-MIN_SLICE_WORKERS = 4
+MIN_SLICE_WORKERS = 2
 REPLAY_MAX_WORKERS = 32
 # A slice's pools may differ from the whole's ratio by this much before a smaller slice with
 # an exact ratio is preferred.

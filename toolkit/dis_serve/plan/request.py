@@ -108,6 +108,9 @@ class PlanRequest(BaseModel):
     compare_split: tuple[PositiveInt, PositiveInt] | None = Field(
         default=None, description="Also evaluate this fixed (prefill GPUs, decode GPUs) split.")
     replay: bool = Field(default=True, description="Check the plan in Dynamo's replay.")
+    calibrate: tuple[Path, ...] = Field(
+        default=(), description="`bench` results (results.json or their folders) to fit "
+                                "per-phase correction factors from before planning.")
     replay_requests: int | None = Field(
         default=None, gt=0, description="Requests to replay (default: enough for a steady "
                                         "state).")

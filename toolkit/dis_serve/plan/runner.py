@@ -50,6 +50,9 @@ def run_plan(request: PlanRequest, out_dir: Path | None = None, *, emit: Path | 
     if request.replay and result.split is not None:
         replays.append(_replay_split(result, out_dir))
     files["Pareto plot"] = pareto_png(result, out_dir / "pareto.png")
+    if result.calibration is not None:
+        files["calibration"] = out_dir / "calibration.json"
+        files["calibration"].write_text(result.calibration.model_dump_json(indent=2) + "\n")
     refused = None if plan_attempt is None or plan_attempt.passed or force_emit else (
         _refusal(result, plan_attempt, checks))
     if emit is not None and refused is None:
@@ -134,7 +137,7 @@ def _outcome(result: PlanResult, replays: list[Replay], files: dict[str, Path],
                               rate=result.workload.rate),
         performance_model=PerformanceModelInfo(source=model.source.value, detail=model.detail,
                                                fallback_reason=model.fallback_reason),
-        plan=deployment(result.chosen),
+        calibration=result.calibration, plan=deployment(result.chosen),
         plan_yearly_usd=round(yearly_cost(result.chosen.gpus, request.hourly_price)),
         disaggregation_pays=result.disagg_pays, verdict=result.verdict,
         savings=None if savings is None else SavingsInfo(

@@ -159,7 +159,8 @@ class SearchSpace:
 
     def transfer_ms(self, tp_prefill: int, tp_decode: int, total_gpus: int) -> float:
         gbps = kv_transfer_gbps(tp_prefill, tp_decode, total_gpus > self.gpus_per_node)
-        return transfer_ms(self.model.target, self.workload.isl, gbps)
+        return transfer_ms(self.model.target, self.workload.isl, gbps) * (
+            self.model.kv_transfer_scale)
 
     def decode_batches(self, curve: DecodeCurve) -> list[int]:
         """Batch caps whose full batch meets the ITL SLA, sampled."""

@@ -208,6 +208,8 @@ def mocker_argv(topo: Topology, role: PoolRole, python: str, model_path: str) ->
         argv += ["--kv-transfer-bandwidth", f"{mock.kv_transfer_bandwidth_gbps:g}"]
     if mock.profile_data is not None:
         argv += ["--planner-profile-data", mock.profile_data]
+    if not mock.prefix_caching:
+        argv.append("--no-enable-prefix-caching")
     return argv
 
 
