@@ -25,6 +25,9 @@ BATCH_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 19
 PREFILL_TOKEN_CAP = 16384
 AGG_TOKEN_CAP = 8192
 PREFILL_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+# Decode slots are planned at most 90% busy; caps whose full batch is this far over the ITL
+# SLA can still meet it at that load.
+DECODE_CAP_ITL_SLACK = 1.1
 # Aggregated workers run below their batch cap (Poisson arrivals need room); caps whose full
 # batch is this far over the ITL SLA are still worth deploying.
 AGG_CAP_ITL_SLACK = 1.3
@@ -83,9 +86,11 @@ class DecodeCurve:
         return 1000.0 * max_batch / (osl * self.itl_at(max_batch))
 
     def batch_options(self, itl_sla_ms: float) -> list[int]:
-        """Max batch sizes worth deploying: those whose full batch still meets the ITL SLA."""
+        """Max batch sizes worth deploying: those whose full batch is still near the ITL SLA
+        (slots are planned below full, so a cap whose full batch is a little slow can still
+        meet it; the prediction decides)."""
         return [b for b, itl in zip(self.batches, self.itl_ms, strict=True)
-                if itl <= itl_sla_ms and b <= self.memory_batch]
+                if itl <= DECODE_CAP_ITL_SLACK * itl_sla_ms and b <= self.memory_batch]
 
 
 @dataclass(frozen=True)
