@@ -30,8 +30,18 @@ class PlannedPool(_Frozen):
     max_num_tokens: int = Field(description="Most tokens a worker schedules in one pass.")
 
 
-class Deployment(_Frozen):
-    """One candidate deployment at the rate it is planned for, with the model's prediction."""
+class Latencies(_Frozen):
+    """TTFT and ITL as the plan reports them (predicted, replayed or measured)."""
+
+    ttft_mean_ms: Figure = Field(description="Mean time to first token.")
+    ttft_p90_ms: Figure = Field(description="90th-percentile time to first token.")
+    itl_mean_ms: Figure = Field(description="Mean inter-token latency.")
+    itl_p90_ms: Figure = Field(description="90th percentile of requests' mean ITL.")
+
+
+class Deployment(Latencies):
+    """One candidate deployment at the rate it is planned for, with the model's prediction
+    (the latencies are predicted)."""
 
     mode: Mode = Field(description="agg or disagg.")
     gpus: int = Field(description="GPUs the deployment uses.")
@@ -42,25 +52,18 @@ class Deployment(_Frozen):
     tokens_per_s: Figure = Field(description="Output tokens per second.")
     tokens_per_s_per_gpu: Figure = Field(description="Output tokens per second per GPU used.")
     tokens_per_s_per_user: Figure = Field(description="1000 / mean ITL.")
-    ttft_mean_ms: Figure = Field(description="Predicted mean time to first token.")
-    ttft_p90_ms: Figure = Field(description="Predicted 90th-percentile TTFT.")
-    itl_mean_ms: Figure = Field(description="Predicted mean inter-token latency.")
-    itl_p90_ms: Figure = Field(description="Predicted 90th percentile of requests' mean ITL.")
     runs_out_first: str = Field(description="The resource that runs out first as load grows.")
 
 
-class Replay(_Frozen):
-    """A deployment replayed in Dynamo's virtual-clock simulator."""
+class Replay(Latencies):
+    """A deployment replayed in Dynamo's virtual-clock simulator (the latencies are the
+    replay's, over the steady-state window)."""
 
     deployment: str = Field(description="`plan` or `split`.")
     replayed: str = Field(description="The whole deployment, or which slice of it ran.")
     requests: int = Field(description="Requests replayed.")
     measured_requests: int = Field(description="Requests in the steady-state window.")
     steady: bool = Field(description="Whether a steady-state window was found.")
-    ttft_mean_ms: Figure
-    ttft_p90_ms: Figure
-    itl_mean_ms: Figure
-    itl_p90_ms: Figure
     requests_per_s: Figure = Field(description="Requests finished per second in the window.")
     output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
