@@ -83,7 +83,9 @@ def _fallbacks(space: SearchSpace, ranked: list[Candidate],
     out: list[Candidate] = []
     for cand in ranked[:CANDIDATES_TRIED]:
         if objective is Objective.MOST_GOODPUT:
-            out += [c for f in HEADROOM_STEPS if (c := at_rate(space, cand, cand.rate * f))]
+            # A trace replays at its own timestamps: only other deployments can help there.
+            steps = HEADROOM_STEPS if space.workload.trace is None else HEADROOM_STEPS[:1]
+            out += [c for f in steps if (c := at_rate(space, cand, cand.rate * f))]
         else:
             out += [cand] + [c for c in [with_one_more_worker(space, cand)] if c]
     key = ((lambda c: -c.rate) if objective is Objective.MOST_GOODPUT
