@@ -31,6 +31,9 @@ from .search import Candidate, PoolPlan
 # at most REPLAY_MAX_WORKERS.
 REPLAY_TARGET_REQUESTS = 4000
 MIN_SLICE_WORKERS = 2
+# An aggregated worker batching this many requests is a big enough sample on its own: its
+# slice may be that one worker.
+BUSY_AGG_WORKER = 64
 REPLAY_MAX_WORKERS = 32
 # A slice's pools may differ from the whole's ratio by this much before a smaller slice with
 # an exact ratio is preferred.
@@ -72,7 +75,8 @@ def slice_workers(plan: Candidate) -> int:
     if wanted <= REPLAY_TARGET_REQUESTS:
         return workers
     fewer = math.floor(workers * REPLAY_TARGET_REQUESTS / wanted)
-    return min(workers, REPLAY_MAX_WORKERS, max(MIN_SLICE_WORKERS, fewer))
+    busy = plan.mode is Mode.AGG and plan.prediction.concurrency_per_worker >= BUSY_AGG_WORKER
+    return min(workers, REPLAY_MAX_WORKERS, max(1 if busy else MIN_SLICE_WORKERS, fewer))
 
 
 def representative_slice(plan: Candidate, max_workers: int = REPLAY_MAX_WORKERS) -> ReplaySlice:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..topology import Mode
+from ..topology import Mode, PoolRole
 from .mocker_profile import profile_tables, write_profile
 from .planner import PlanResult, decide
 from .replay import ReplayResult, replay_plan
@@ -54,7 +54,7 @@ class Verification:
 
 def verify_mode(result: PlanResult, mode: Mode, out_dir: Path) -> Verification | None:
     """Replay the mode's best candidates until one meets the SLA (None: the mode has none)."""
-    ranked = result.disagg if mode is Mode.DISAGG else result.agg
+    ranked = _distinct_best(result, mode)
     if not ranked:
         return None
     attempts: list[Attempt] = []
@@ -73,6 +73,26 @@ def verify_mode(result: PlanResult, mode: Mode, out_dir: Path) -> Verification |
         if attempts[-1].passed:
             break
     return Verification(mode, tuple(attempts))
+
+
+def _distinct_best(result: PlanResult, mode: Mode) -> list[Candidate]:
+    """The mode's candidates best first, one per configuration that behaves differently in
+    the replay (for aggregated workers the per-step prompt budget is one: a deployment that
+    fails with large steps may pass with smaller ones)."""
+    if result.request.objective is Objective.MOST_GOODPUT:
+        order = sorted((c for c in result.candidates if c.mode is mode),
+                       key=lambda c: (-c.rate, c.gpus))
+    else:
+        order = sorted((c for c in result.candidates if c.mode is mode),
+                       key=lambda c: (c.gpus, c.prediction.ttft_p90_ms))
+    seen, out = set(), []
+    for cand in order:
+        ident = tuple((p.role, p.workers, p.tp, p.max_num_tokens - p.max_batch
+                       if p.role is PoolRole.AGG else p.max_batch) for p in cand.pools)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(cand)
+    return out
 
 
 def _fallbacks(space: SearchSpace, ranked: list[Candidate],
