@@ -19,8 +19,6 @@ import psutil
 from .process import create_time, same_process
 from .status import GraphStatus, ProcessStatus
 
-_STOP_ORDER = {"frontend": 0, "worker": 1, "nats": 2, "etcd": 3}
-
 
 @dataclass(frozen=True)
 class Leftover:
@@ -42,7 +40,7 @@ def _group_members(pgid: int) -> list[int]:
 def leftovers(status: GraphStatus) -> list[Leftover]:
     """Processes of the recorded graph that are still running, in stop order."""
     found = []
-    procs = sorted(status.processes, key=lambda p: _STOP_ORDER.get(p.kind, 1))
+    procs = sorted(status.processes, key=lambda p: p.kind.stop_rank)
     for proc in procs:
         pids = _leftover_pids(proc)
         if pids:

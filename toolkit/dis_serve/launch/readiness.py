@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessKind, ProcessSpec
-from ..topology import PoolRole
+from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from ..topology import ProcessKind
 
 if TYPE_CHECKING:
     # Imported where used: httpx costs ~60 ms, which `up` would otherwise spend before the
@@ -102,20 +102,11 @@ class RouterView:
         return ", ".join(f"{t} {self.seen.get(t, 0)}/{n}" for t, n in self.expected.items())
 
 
-_WORKER_TYPES = {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
-                 PoolRole.AGG: "aggregated"}
-
-
-def worker_type(role: PoolRole) -> str:
-    """The frontend's name (in /v1/models/<model>/ready) for workers of this role."""
-    return _WORKER_TYPES[role]
-
-
 def expected_workers(plan: LaunchPlan) -> dict[str, int]:
     counts: dict[str, int] = {}
     for spec in plan.workers:
         assert spec.role is not None
-        key = worker_type(spec.role)
+        key = spec.role.worker_type
         counts[key] = counts.get(key, 0) + 1
     return counts
 

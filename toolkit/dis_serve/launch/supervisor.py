@@ -25,7 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..render.launch_plan import LaunchPlan, ProcessKind, ProcessSpec
+from ..render.launch_plan import LaunchPlan, ProcessSpec
+from ..topology import ProcessKind
 from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .readiness import (
     RouterView,
@@ -33,7 +34,6 @@ from .readiness import (
     process_ready,
     router_view,
     tcp_accepts,
-    worker_type,
 )
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
@@ -185,7 +185,7 @@ class Supervisor:
             # the log of a worker of that type says why.
             missing = self._router.missing() if self._router else []
             workers = [s for s in self._slots if s.spec.role is not None
-                       and worker_type(s.spec.role) in missing]
+                       and s.spec.role.worker_type in missing]
             slot = workers[0] if workers else self._slots[-1]
             seen = self._router.describe() if self._router else "unknown"
             what = f"the router does not see every worker (seen/expected: {seen})"
@@ -317,7 +317,7 @@ class Supervisor:
             phase=self._phase, started_at=self._started_wall, ready_after_s=self._ready_after,
             error=self.error,
             processes=[ProcessStatus(
-                name=s.spec.name, kind=s.spec.kind.value, pid=s.child.pid,
+                name=s.spec.name, kind=s.spec.kind, pid=s.child.pid,
                 create_time=s.child.create_time, state=s.state, ports=dict(s.spec.ports),
                 restarts=s.restarts, ready=s.ready, exit_code=s.exit_code)
                 for s in self._slots])
@@ -334,9 +334,7 @@ class Supervisor:
 
 def stop_order(specs: list[ProcessSpec]) -> list[list[ProcessSpec]]:
     """Groups stopped one after the other; the processes of a group are stopped together."""
-    rank = {ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1, ProcessKind.NATS: 2,
-            ProcessKind.ETCD: 3}
     groups: dict[int, list[ProcessSpec]] = {}
     for spec in specs:
-        groups.setdefault(rank[spec.kind], []).append(spec)
+        groups.setdefault(spec.kind.stop_rank, []).append(spec)
     return [list(reversed(groups[r])) for r in sorted(groups)]
