@@ -131,3 +131,28 @@ def test_prefill_workers_register_under_the_prefill_component(trtllm_parse_args)
     topo = _load("llama70b-h100-disagg.yaml")
     config = trtllm_parse_args(trtllm_args(topo, PoolRole.PREFILL, _local(topo)))
     assert config.component == "prefill"
+
+
+def test_a_node_target_advertises_its_own_address_and_finds_discovery_on_the_head():
+    from dis_serve.render.dynamo_argv import dynamo_env, worker_argv
+
+    topo = _load("demo.yaml")
+    node = _local(topo).model_copy(update={
+        "advertise_host": "127.0.0.3", "etcd_endpoints": "http://127.0.0.2:2379",
+        "nats_server": "nats://127.0.0.2:4222"})
+    env = dynamo_env(topo, node)
+    assert {env[k] for k in ("DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST",
+                             "DYN_EVENT_PLANE_HOST", "DYN_SYSTEM_HOST")} == {"127.0.0.3"}
+    assert (env["ETCD_ENDPOINTS"], env["NATS_SERVER"]) == ("http://127.0.0.2:2379",
+                                                           "nats://127.0.0.2:4222")
+    assert worker_argv(topo, PoolRole.DECODE, node) == worker_argv(topo, PoolRole.DECODE,
+                                                                   _local(topo))
+
+
+def test_the_operator_supplies_namespace_and_discovery_in_kubernetes():
+    from dis_serve.render.dynamo_argv import dynamo_env
+
+    topo = _load("llama70b-h100-disagg.yaml")
+    params = k8s_target(topo)
+    assert "--namespace" not in trtllm_args(topo, PoolRole.DECODE, params)
+    assert not {"DYN_NAMESPACE", "ETCD_ENDPOINTS", "NATS_SERVER"} & set(dynamo_env(topo, params))

@@ -18,22 +18,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
+from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
 from ..topology import ProcessKind
 
 if TYPE_CHECKING:
-    # Imported where used: httpx costs ~60 ms, which `up` would otherwise spend before the
-    # first process starts.
     import httpx
 
 PROBE_TIMEOUT_S = 2.0
 
 
 def http_client() -> httpx.Client:
-    import httpx
-
-    # trust_env=False: a proxy from the environment must never sit between us and loopback.
-    return httpx.Client(trust_env=False, timeout=httpx.Timeout(PROBE_TIMEOUT_S, connect=0.5))
+    return direct_client(PROBE_TIMEOUT_S, connect_s=0.5)
 
 
 def tcp_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:

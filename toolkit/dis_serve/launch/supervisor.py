@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from .readiness import (
 )
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
+from .stopping import stop_processes
 
 if TYPE_CHECKING:
     import httpx
@@ -293,15 +293,16 @@ class Supervisor:
         by_name = {s.spec.name: s for s in self._slots}
         for group in order:
             slots = [by_name[spec.name] for spec in group]
-            live = [s for s in slots if s.child.popen is not None and s.child.alive]
-            for slot in live:
-                slot.state = ProcessState.STOPPING
-                slot.child.signal_group(signal.SIGTERM)
+            for slot in slots:
+                if slot.child.alive:
+                    slot.state = ProcessState.STOPPING
             self._publish()
-            deadline = time.monotonic() + self.grace_s
+            # Exited leaders too: a leader that crashed may have left children in its group.
+            started = [s for s in slots if s.child.pid is not None]
+            reaped = stop_processes([s.child.pid for s in started], self.grace_s)
             for slot in slots:
                 if slot.child.popen is not None:
-                    slot.exit_code = slot.child.wait_stopped(deadline)
+                    slot.exit_code = slot.child.exit_status(reaped)
                 if slot.state is not ProcessState.FAILED:
                     slot.state = ProcessState.STOPPED
                 slot.ready = False
