@@ -54,11 +54,15 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
 
 
 def plan_of(topo: Topology) -> LaunchPlan:
-    """The launch plan a graph of this topology runs: served model name, worker ports, and
-    (when `dis-serve up` started it from this directory) its model card's path."""
+    """The launch plan the graph runs (served model name, worker ports, model card path): the
+    one `dis-serve up` wrote to its run directory, read back; rendered only for a graph
+    started elsewhere (another directory or machine), which has none here."""
     from ..launch.rundir import RunDir
 
-    return render_launch_plan(topo, RenderContext(run_dir=RunDir.for_graph(topo.name).path))
+    run = RunDir.for_graph(topo.name)
+    if run.plan_file.is_file():
+        return run.read_plan()
+    return render_launch_plan(topo, RenderContext(run_dir=run.path))
 
 
 def resolve_tokenizer(topo: Topology, plan: LaunchPlan, explicit: str | None) -> str:
