@@ -19,7 +19,7 @@ from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.model_choice import choose_perf_model
 from dis_serve.plan.planner import make_plan
 from dis_serve.plan.request import build_request
-from dis_serve.relocate import relocate
+from relocate import relocate
 
 pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
