@@ -201,7 +201,7 @@ def _print_verification(outcome: PlanOutcome) -> None:
                   f"{state}: it promises 90%), on {replayed.replayed}.", markup=False)
     tried = [s for s in outcome.verification if not s.passed]
     for step in tried:
-        console.print(f"  backed off from {step.mode.value} {step.deployment} at "
+        console.print(f"  backed off from {step.deployment} at "
                       f"{step.requests_per_s:.2f} req/s: {step.sla_met_share:.0%} met the SLA "
                       "in replay", markup=False)
 

@@ -132,7 +132,13 @@ def verified(result: PlanResult, out_dir: Path) -> tuple[PlanResult, dict[Mode, 
     for mode, ranked in ((Mode.DISAGG, result.disagg), (Mode.AGG, result.agg)):
         check = checks.get(mode)
         first = [] if check is None else [check.best.candidate]
-        tables[mode] = first + ranked[1:]
+        # The tables lead with what the replay confirmed; deployments it rejected go.
+        tried = set() if check is None else {_shape(a.candidate) for a in check.attempts}
+        tables[mode] = first + [c for c in ranked if _shape(c) not in tried]
         fronts[mode] = [] if check is None or (any_passed and check.passed is None) else first
     decided = decide(result, fronts[Mode.DISAGG], fronts[Mode.AGG])
     return replace(decided, disagg=tables[Mode.DISAGG], agg=tables[Mode.AGG]), checks
+
+
+def _shape(cand: Candidate) -> tuple:
+    return (cand.mode, tuple((p.role, p.workers, p.tp) for p in cand.pools))
