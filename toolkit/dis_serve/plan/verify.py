@@ -18,9 +18,9 @@ from .replay import ReplayResult, replay_plan
 from .request import Objective
 from .search import SLA_SHARE, Candidate, SearchSpace, at_rate, with_one_more_worker
 
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = 7
 # Objective (b) backs off by planning the same deployment for this share of its rate.
-HEADROOM_STEPS = (1.0, 0.97, 0.94, 0.91, 0.88)
+HEADROOM_STEPS = (1.0, 0.98, 0.96, 0.94, 0.92, 0.90, 0.88)
 CANDIDATES_TRIED = 3
 
 
