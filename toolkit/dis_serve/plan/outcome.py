@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
-from ..topology import Mode, PoolRole
+from ..topology import Mode, Pool, PoolRole
 from .request import PlanRequest
 
 # Figures keep full precision in memory (the CLI formats them) and four decimals in JSON.
@@ -20,14 +20,11 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class PlannedPool(_Frozen):
-    """One pool of a deployment, in the schema's own `Pool` terms."""
+class PlannedPool(Pool):
+    """One pool of a deployment: the schema's own `Pool` (what the topology gets) and its
+    role."""
 
     role: PoolRole = Field(description="prefill, decode or agg.")
-    workers: int = Field(description="Worker replicas.")
-    tensor_parallel: int = Field(description="GPUs per worker.")
-    max_batch_size: int = Field(description="Most requests a worker runs at once.")
-    max_num_tokens: int = Field(description="Most tokens a worker schedules in one pass.")
 
 
 class Latencies(_Frozen):
