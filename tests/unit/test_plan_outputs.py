@@ -75,7 +75,10 @@ def test_the_replay_agrees_with_the_prediction_within_ten_percent(planned, profi
     result = replay_plan(planned.model.target, plan, profile, planned.workload,
                          ttft_sla_ms=1000.0, itl_sla_ms=50.0)
     assert result.steady
-    assert result.ttft_mean_ms == pytest.approx(plan.prediction.ttft_mean_ms, rel=0.15)
+    assert result.ttft_p90_ms == pytest.approx(plan.prediction.ttft_p90_ms, rel=0.10)
+    # The mean TTFT of batching prefill workers is predicted on the safe side.
+    assert plan.prediction.ttft_mean_ms * 0.75 <= result.ttft_mean_ms <= (
+        plan.prediction.ttft_mean_ms * 1.05)
     assert result.itl_mean_ms == pytest.approx(plan.prediction.itl_ms, rel=0.10)
     assert result.served_rate == pytest.approx(plan.rate, rel=0.10)
     assert result.sla_met_share >= 0.9

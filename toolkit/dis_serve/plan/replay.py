@@ -79,27 +79,36 @@ def slice_workers(plan: Candidate) -> int:
     return min(workers, REPLAY_MAX_WORKERS, max(1 if busy else MIN_SLICE_WORKERS, fewer))
 
 
-def representative_slice(plan: Candidate, max_workers: int = REPLAY_MAX_WORKERS) -> ReplaySlice:
-    """The whole deployment when it is small; else the largest slice of at most
-    `max_workers` workers whose pools keep the whole's ratio (within
-    SLICE_RATIO_TOLERANCE), at the larger of its pools' shares of the rate, so no pool of
-    the slice carries less load per worker than the whole."""
+def representative_slice(plan: Candidate, target_workers: int) -> ReplaySlice:
+    """The whole deployment when it has at most `target_workers` workers; else a slice of
+    about that many (the smallest at least that big, never more than REPLAY_MAX_WORKERS)
+    whose pools keep the whole's ratio within SLICE_RATIO_TOLERANCE, at the larger of its
+    pools' shares of the rate, so no pool of the slice carries less load per worker than the
+    whole. Where no slice keeps the ratio, the whole deployment runs if it is small enough,
+    else the slice closest to it."""
     counts = [p.workers for p in plan.pools]
-    if sum(counts) <= max_workers:
-        return ReplaySlice(tuple(counts), 1.0)
+    whole = ReplaySlice(tuple(counts), 1.0)
+    if sum(counts) <= target_workers:
+        return whole
     if len(counts) == 1:
-        return ReplaySlice((max_workers,), max_workers / counts[0])
+        return ReplaySlice((target_workers,), target_workers / counts[0])
     n_p, n_d = counts
-    options = []
-    for d in range(1, min(n_d, max_workers - 1) + 1):
+    options = []  # (ratio mismatch, workers, share)
+    for d in range(1, n_d + 1):
         p = max(1, round(n_p * d / n_d))
-        if p + d > max_workers or p > n_p:
-            continue
+        if p + d > REPLAY_MAX_WORKERS:
+            break
         share = max(p / n_p, d / n_d)
-        options.append((abs(p / n_p - d / n_d) / share, p + d, (p, d), share))
-    close = [o for o in options if o[0] <= SLICE_RATIO_TOLERANCE]
-    _, _, workers, share = (max(close, key=lambda o: o[1]) if close
-                            else min(options, key=lambda o: (o[0], -o[1])))
+        if p <= n_p:
+            options.append((abs(p / n_p - d / n_d) / share, (p, d), share))
+    close = [(w, share) for miss, w, share in options if miss <= SLICE_RATIO_TOLERANCE]
+    if not close:
+        if sum(counts) <= REPLAY_MAX_WORKERS or not options:
+            return whole
+        _, workers, share = min(options, key=lambda o: (o[0], -sum(o[1])))
+        return ReplaySlice(workers, share)
+    big_enough = [c for c in close if sum(c[0]) >= target_workers]
+    workers, share = big_enough[0] if big_enough else close[-1]
     return ReplaySlice(workers, share)
 
 

@@ -16,7 +16,7 @@ from .mocker_profile import profile_tables, write_profile
 from .planner import PlanResult, decide
 from .replay import ReplayResult, replay_plan
 from .request import Objective
-from .search import SLA_SHARE, Candidate, SearchSpace, at_rate, with_one_more_worker
+from .search import SLA_SHARE, Candidate, PoolPlan, SearchSpace, at_rate, with_one_more_worker
 
 MAX_ATTEMPTS = 7
 # Objective (b) backs off by planning the same deployment for this share of its rate.
@@ -87,12 +87,20 @@ def _distinct_best(result: PlanResult, mode: Mode) -> list[Candidate]:
                        key=lambda c: (c.gpus, c.prediction.ttft_p90_ms))
     seen, out = set(), []
     for cand in order:
-        ident = tuple((p.role, p.workers, p.tp, p.max_num_tokens - p.max_batch
-                       if p.role is PoolRole.AGG else p.max_batch) for p in cand.pools)
+        ident = tuple((p.role, p.workers, p.tp, _replay_knob(p)) for p in cand.pools)
         if ident not in seen:
             seen.add(ident)
             out.append(cand)
     return out
+
+
+def _replay_knob(pool: PoolPlan) -> int:
+    """What else about a pool changes how it fares in the replay: an aggregated worker's
+    per-step prompt budget, a decode worker's batch cap (a prefill worker's batch hardly
+    does: it runs full only when prompts queue)."""
+    if pool.role is PoolRole.AGG:
+        return pool.max_num_tokens - pool.max_batch
+    return pool.max_batch if pool.role is PoolRole.DECODE else 0
 
 
 def _fallbacks(space: SearchSpace, ranked: list[Candidate],
