@@ -242,6 +242,10 @@ def down(
                           "were left; marked stopped", markup=False)
         elif not result.had_supervisor:
             console.print(f"{result.name} is not running", markup=False)
+        if result.shared_keys_deleted or result.shared_streams_deleted:
+            console.print(f"{result.name}: removed {result.shared_keys_deleted} etcd keys and "
+                          f"{len(result.shared_streams_deleted)} JetStream streams its "
+                          "namespace left on the shared etcd/NATS", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -181,7 +181,7 @@ def _frontend(topo: Topology, ctx: RenderContext) -> ProcessSpec:
     )
 
 
-def _component(role: PoolRole) -> str:
+def dynamo_component(role: PoolRole) -> str:
     # The components Dynamo's own launchers use: prefill workers register as "prefill",
     # decode and aggregated workers as "backend".
     return "prefill" if role is PoolRole.PREFILL else "backend"
@@ -193,7 +193,7 @@ def mocker_argv(topo: Topology, role: PoolRole, python: str, model_path: str) ->
     mock = topo.mocker
     argv = [python, "-m", "dynamo.mocker",
             "--model-path", model_path, "--model-name", topo.model.name,
-            "--endpoint", f"dyn://{topo.namespace}.{_component(role)}.generate",
+            "--endpoint", f"dyn://{topo.namespace}.{dynamo_component(role)}.generate",
             "--engine-type", "trtllm",
             "--disaggregation-mode", role.disaggregation_mode,
             "--max-num-seqs", str(pool.max_batch_size),
