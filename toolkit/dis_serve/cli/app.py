@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import DisServeError
-from . import bench_cmds, launch_cmds, plan_cmds, topology_cmds
+from . import bench_cmds, doctor_cmds, launch_cmds, plan_cmds, topology_cmds
 
 app = typer.Typer(
     name="dis-serve",
@@ -27,7 +27,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on 
     _state["debug"] = debug
 
 
-for _group in (topology_cmds, launch_cmds, bench_cmds, plan_cmds):
+for _group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, plan_cmds):
     _group.register(app)
 
 
