@@ -71,7 +71,8 @@ def router_line(report: DoctorReport) -> str:
         follows = {True: "follows KV events", False: "predicts the cache (no KV events)",
                    None: "no KV router"}[traffic.router_follows_kv_events]
         answered = "?" if traffic.frontend_requests is None else traffic.frontend_requests
-        parts.append(f"router sees {seen}; {follows}; frontend answered {answered} requests")
+        parts.append(f"router sees {seen}; {follows} ({traffic.kv_events_applied} applied); "
+                     f"frontend answered {answered} requests")
     return "; ".join(parts)
 
 
@@ -82,16 +83,18 @@ def nats_lines(report: DoctorReport) -> list[str]:
     if nats.error:
         return [f"NATS {nats.url}: {nats.error}"]
     js = "JetStream on" if nats.jetstream else "JetStream off"
-    lines = [f"NATS {nats.url}: server {nats.server_version}, {js}, "
+    lines = [f"NATS {nats.url}: nats-server {nats.server_version}, {js}, "
              f"{len(nats.streams)} namespace streams, "
              f"{sum(nats.subjects.values())} messages on {len(nats.subjects)} subjects "
              f"in {nats.window_s:g} s"]
-    workers = report.etcd.kv_publishers
+    component = {r.instance_id: r.component for r in report.etcd.registrations}
+    workers = {pub: f"{component.get(worker, '?')}/{worker}"
+               for pub, worker in report.etcd.kv_publishers.items()}
     rates = [f"{workers.get(pub, 'publisher ' + pub)}: {count} ({count / nats.window_s:.1f}/s)"
-             for pub, count in sorted(nats.kv_events.items())] if nats.window_s else []
-    silent = sorted(set(workers) - set(nats.kv_events))
-    rates += [f"{workers[pub]}: 0" for pub in silent]
-    lines.append("KV events per publishing worker: " + (", ".join(rates) or "no publisher"))
+             for pub, count in sorted(nats.kv_events.items())]
+    rates += [f"{workers[pub]}: 0" for pub in sorted(set(workers) - set(nats.kv_events))]
+    lines.append(f"KV events in the last {nats.window_s:g} s per publishing worker: "
+                 + (", ".join(rates) or "no publisher"))
     for stream in nats.streams:
         lag = ", ".join(f"{c} lag {n}" for c, n in stream.consumers.items()) or "no consumers"
         lines.append(f"stream {stream.name} ({', '.join(stream.subjects)}): "

@@ -160,12 +160,31 @@ def status(
     if alive and state.phase.value == "ready":
         console.print(f"serving {state.model_name} at {state.endpoint} (supervisor pid "
                       f"{state.supervisor_pid})", markup=False)
+        _print_router_and_leases(run)
     elif not alive and not state.phase.finished:
         console.print(f"the supervisor (pid {state.supervisor_pid}) is gone; the table is its "
                       f"last record; `dis-serve down {state.name}` stops anything left",
                       markup=False)
     if state.error:
         console.print(f"error: {state.error}", markup=False)
+
+
+def _print_router_and_leases(run: RunDir) -> None:
+    """The router's view and each registration's lease: the doctor's code, without NATS."""
+    from dataclasses import replace
+
+    from ..coordination.doctor import run_doctor, target_for_run
+    from .doctor_cmds import registrations_table, router_line
+
+    report = run_doctor(replace(target_for_run(run), nats_url=None))
+    if report.etcd.error:
+        console.print(f"etcd: {report.etcd.error}", markup=False)
+        return
+    console.print(registrations_table(report))
+    console.print(router_line(report), markup=False)
+    if report.findings:
+        console.print(f"{len(report.findings)} findings: `dis-serve doctor {run.name}`",
+                      markup=False)
 
 
 def logs(

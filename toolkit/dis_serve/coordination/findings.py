@@ -187,6 +187,15 @@ def _kv_event_findings(etcd: EtcdView, traffic: TrafficView,
                   "--publish-kv-events, or an event plane the router does not read)",
             fix="start them with --publish-kv-events and the same DYN_EVENT_PLANE as the "
                 "frontend"))
+    if traffic.router_follows_kv_events and traffic.frontend_requests and not silent \
+            and traffic.kv_events_applied == 0:
+        findings.append(Finding(
+            code=FindingCode.ROUTER_NO_KV_EVENTS, subject="frontend",
+            message=f"the router follows KV events but applied none over "
+                    f"{traffic.frontend_requests} requests",
+            cause="the events do not reach it: workers and frontend on different event "
+                  "planes (DYN_EVENT_PLANE) or NATS servers",
+            fix="give every process the same DYN_EVENT_PLANE and NATS_SERVER"))
     if traffic.kv_source_mismatch:
         findings.append(Finding(
             code=FindingCode.KV_SOURCE_MISSING, subject="frontend",

@@ -77,7 +77,7 @@ async def read_nats(url: str, namespace: str, window_s: float) -> NatsView:
         jetstream = await _jetstream_enabled(nc)
         streams = await namespace_streams(nc, namespace) if jetstream else []
         subjects, publishers = await _listen(nc, namespace, window_s)
-        return NatsView(url=url, server_version=str(nc.connected_server_version),
+        return NatsView(url=url, server_version=_version(nc),
                         jetstream=jetstream, streams=streams, window_s=window_s,
                         subjects=dict(subjects), kv_events=dict(publishers))
     except Exception as exc:
@@ -85,6 +85,11 @@ async def read_nats(url: str, namespace: str, window_s: float) -> NatsView:
     finally:
         with contextlib.suppress(Exception):
             await nc.close()
+
+
+def _version(nc: Client) -> str:
+    v = nc.connected_server_version
+    return f"{v.major}.{v.minor}.{v.patch}"
 
 
 async def delete_streams(url: str, names: list[str]) -> list[str]:

@@ -81,6 +81,9 @@ class TrafficView(_Frozen):
     router_follows_kv_events: bool | None = Field(
         default=None, description="The KV router subscribes to KV events (None: no KV "
                                   "router seen).")
+    kv_events_applied: int = Field(
+        default=0, description="KV events the router has applied to its index (with "
+                               "--no-router-kv-events: its own predictions).")
     kv_source_mismatch: int = Field(
         default=0, description="Workers the router expected KV events from and has no "
                                "source for.")

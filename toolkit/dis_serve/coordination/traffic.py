@@ -21,6 +21,7 @@ FRONTEND_REQUESTS = "dynamo_frontend_requests_total"
 ROUTER_REGISTERED = "dynamo_component_router_worker_registered"
 KV_SOURCE_MISMATCH = "dynamo_component_router_kv_event_source_mismatch_workers"
 WORKER_REQUESTS = "dynamo_component_requests_total"
+KV_EVENTS_APPLIED = "dynamo_component_kv_cache_events_applied"
 
 
 def _samples(text: str) -> list:
@@ -38,8 +39,11 @@ def frontend_facts(text: str) -> dict:
               if s.name == ROUTER_REGISTERED and s.value >= 1 and "router_worker_id" in s.labels}
     mismatch = [s for s in samples if s.name == KV_SOURCE_MISMATCH]
     follows = bool(mismatch) if router else None
+    applied = sum(s.value for s in samples
+                  if s.name in (KV_EVENTS_APPLIED, KV_EVENTS_APPLIED + "_total")
+                  and s.labels.get("status") == "ok")
     return {"frontend_requests": int(requests), "router_workers": router,
-            "router_follows_kv_events": follows,
+            "router_follows_kv_events": follows, "kv_events_applied": int(applied),
             "kv_source_mismatch": int(sum(s.value for s in mismatch))}
 
 
