@@ -84,6 +84,15 @@ def test_a_prefill_worker_that_served_nothing_while_the_frontend_served_is_idle(
     assert "has not attached it" in findings[0].cause
 
 
+def test_an_idle_prefill_worker_serving_another_model_name_is_told_so():
+    etcd = _published()
+    typo = etcd.registrations[0].model_copy(update={"model": "typo-model"})
+    etcd = etcd.model_copy(update={"registrations": [typo, *etcd.registrations[1:]]})
+    traffic = _traffic(0).model_copy(update={"requests_by_model": {"demo-model": 4}})
+    [finding] = traffic_findings(etcd, traffic, DEMO)
+    assert "serves model 'typo-model', the requests were for 'demo-model'" in finding.cause
+
+
 def test_a_prefill_pool_serving_requests_is_not_idle():
     assert traffic_findings(_published(), _traffic(4), DEMO) == []
 

@@ -13,6 +13,7 @@ from dis_serve.coordination.dynamo_layout import (
     owns_stream,
     parse_instance,
     parse_kv_event_source,
+    parse_model_card,
 )
 from dis_serve.coordination.traffic import frontend_facts, worker_traffic
 
@@ -48,6 +49,13 @@ def test_instances_are_read_with_component_endpoint_lease_and_tcp_address():
         assert int(inst.instance_id, 16) == inst.lease  # the key ends in the lease id
         host, _, port = inst.address.rpartition(":")
         assert host == "127.0.0.1" and int(port) > 0
+
+
+def test_the_model_cards_name_the_served_model_of_each_instance():
+    cards = {c for k in _keys() if (c := parse_model_card(k["key"], k["value"].encode(), NS))}
+    instances = {k["key"].rsplit("/", 1)[1] for k in _keys()
+                 if k["key"].startswith(f"v1/instances/{NS}/") and "/generate/" in k["key"]}
+    assert cards == {(i, "demo-model") for i in instances}
 
 
 def test_the_kv_event_source_names_the_prefill_worker_that_publishes():

@@ -34,7 +34,10 @@ for _group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, plan_cmds):
 def main() -> None:
     debug = "--debug" in sys.argv[1:]
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            # Outside standalone mode click returns typer.Exit's code instead of exiting.
+            sys.exit(code)
     except DisServeError as exc:
         if debug:
             raise

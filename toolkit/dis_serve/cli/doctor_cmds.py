@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -145,7 +146,10 @@ def resolve_target(name: str | None, etcd: str | None, nats: str | None,
                              key="NAME", fix="give one: a graph name, or --etcd URL "
                                              "--namespace NS for any Dynamo deployment")
     if not by_url:
-        return target_for_run(find_run(name, active_only=False))
+        # Extra --metrics: workers outside the plan (one started by hand in its namespace).
+        target = target_for_run(find_run(name, active_only=False))
+        extra = [_check_url(m, ("http", "https"), "--metrics") for m in metrics]
+        return replace(target, worker_metrics=target.worker_metrics + extra)
     if etcd is None or namespace is None:
         missing = "--etcd" if etcd is None else "--namespace"
         raise UserInputError(f"{missing} is missing", key=missing,

@@ -78,6 +78,18 @@ def parse_instance(key: str, value: bytes, lease: int, namespace: str) -> Instan
                        lease=lease, address=address)
 
 
+def parse_model_card(key: str, value: bytes, namespace: str) -> tuple[str, str] | None:
+    """(instance id, served model name) of a `v1/mdc/...` model card."""
+    parts = key.split("/")
+    if len(parts) != 6 or parts[:3] != ["v1", "mdc", namespace]:
+        return None
+    try:
+        name = json.loads(value)["card_json"]["display_name"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return (parts[5], name) if isinstance(name, str) else None
+
+
 def parse_kv_event_source(key: str, value: bytes) -> tuple[int, str] | None:
     """(publisher id, publishing worker's instance id in hex) of a KV-event source."""
     if "/topic/" + KV_EVENTS_TOPIC + "/" not in key or not key.startswith("v1/event_sources/"):

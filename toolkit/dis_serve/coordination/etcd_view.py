@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..errors import UserInputError
-from .dynamo_layout import InstanceKey, owns_key, parse_instance, parse_kv_event_source
+from .dynamo_layout import (
+    InstanceKey,
+    owns_key,
+    parse_instance,
+    parse_kv_event_source,
+    parse_model_card,
+)
 from .observed import EtcdView, Registration
 
 if TYPE_CHECKING:
@@ -67,19 +73,22 @@ async def read_etcd(url: str, namespace: str) -> EtcdView:
         raise
     except Exception as exc:  # grpc raises its own types for refused/timeout
         return EtcdView(url=url, error=_short(exc))
-    publishers = {}
+    publishers, models = {}, {}
     for key, value, _lease in keys:
         if (source := parse_kv_event_source(key, value)) is not None:
             publishers[str(source[0])] = source[1]
+        elif (card := parse_model_card(key, value, namespace)) is not None:
+            models[card[0]] = card[1]
     return EtcdView(url=url, keys=len(keys), kv_publishers=publishers,
-                    registrations=[_registration(inst, ttls) for inst in instances])
+                    registrations=[_registration(inst, ttls, models) for inst in instances])
 
 
-def _registration(inst: InstanceKey, ttls: dict[int, tuple[int, int]]) -> Registration:
+def _registration(inst: InstanceKey, ttls: dict[int, tuple[int, int]],
+                  models: dict[str, str]) -> Registration:
     granted, left = ttls.get(inst.lease, (None, None))
     return Registration(component=inst.component, endpoint=inst.endpoint,
                         instance_id=inst.instance_id, lease_ttl_s=granted, lease_left_s=left,
-                        address=inst.address)
+                        address=inst.address, model=models.get(inst.instance_id))
 
 
 async def delete_keys(url: str, keys: list[str]) -> int:

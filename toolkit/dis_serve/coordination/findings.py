@@ -141,21 +141,29 @@ def _idle_prefill(etcd: EtcdView, traffic: TrafficView,
     for reg in workers_of(etcd):
         if reg.component not in components or reg.stale or served.get(reg.instance_id) != 0:
             continue
-        attached = reg.instance_id in traffic.router_workers
         findings.append(Finding(
             code=FindingCode.PREFILL_IDLE, subject=f"{reg.component}/{reg.instance_id}",
             message=f"registered, but served 0 of the frontend's {traffic.frontend_requests} "
-                    "requests",
-            cause=("the router attached it and never chose it: prefill is skipped "
-                   "(conditional disaggregation) or other prefill workers took everything"
-                   if attached else
-                   "the router has not attached it to the served model: its model name, "
-                   "namespace or disaggregation mode differ from the decode pool's"),
-            fix=("check the router's --router-conditional-disagg settings and the prefill "
-                 "pool's load" if attached else
-                 "start it with the decode pool's --model-name and namespace, "
-                 "--disaggregation-mode prefill")))
+                    "requests", **_idle_cause(reg, traffic)))
     return findings
+
+
+def _idle_cause(reg: Registration, traffic: TrafficView) -> dict[str, str]:
+    asked = sorted(m for m, n in traffic.requests_by_model.items() if n)
+    if reg.model is not None and asked and reg.model not in asked:
+        return {"cause": f"it serves model {reg.model!r}, the requests were for "
+                         f"{', '.join(map(repr, asked))}: its served model name differs from "
+                         "the decode pool's, so no router pairs it with decode workers",
+                "fix": "start it with the decode pool's served model name (the mocker's "
+                       "--model-name, TRT-LLM's --served-model-name)"}
+    if reg.instance_id not in traffic.router_workers:
+        return {"cause": "the router has not attached it: its namespace or disaggregation "
+                         "mode differ from the decode pool's",
+                "fix": "start it in the graph's namespace with --disaggregation-mode prefill"}
+    return {"cause": "the router attached it and never chose it: prefill is skipped "
+                     "(conditional disaggregation) or other prefill workers took everything",
+            "fix": "check the frontend's --router-conditional-disagg settings and the "
+                   "prefill pool's load"}
 
 
 def _kv_event_findings(etcd: EtcdView, traffic: TrafficView,

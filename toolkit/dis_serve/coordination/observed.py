@@ -19,6 +19,7 @@ class Registration(_Frozen):
     lease_left_s: int | None = Field(description="Seconds until the lease expires unless "
                                                  "renewed; None when etcd did not say.")
     address: str | None = Field(description="host:port of its TCP request server.")
+    model: str | None = Field(default=None, description="The model name its card serves.")
     reachable: bool | None = Field(
         default=None, description="Its request server accepts connections (None: not "
                                   "checked, e.g. NATS request plane).")
@@ -76,6 +77,8 @@ class TrafficView(_Frozen):
     error: str | None = None
     frontend_requests: int | None = Field(
         default=None, description="Requests the frontend has answered.")
+    requests_by_model: dict[str, int] = Field(
+        default_factory=dict, description="The frontend's requests per model name.")
     router_workers: dict[str, str] = Field(
         default_factory=dict, description="Instance id -> worker type the router routes to.")
     router_follows_kv_events: bool | None = Field(

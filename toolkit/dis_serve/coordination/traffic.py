@@ -33,7 +33,11 @@ def _samples(text: str) -> list:
 def frontend_facts(text: str) -> dict:
     """The frontend's side: requests answered, the router's workers, KV-event following."""
     samples = _samples(text)
-    requests = sum(s.value for s in samples if s.name == FRONTEND_REQUESTS)
+    by_model: dict[str, int] = {}
+    for s in samples:
+        if s.name == FRONTEND_REQUESTS:
+            model = s.labels.get("model", "?")
+            by_model[model] = by_model.get(model, 0) + int(s.value)
     router = {f"{int(s.labels['router_worker_id']):x}": s.labels.get("worker_type", "?")
               for s in samples
               if s.name == ROUTER_REGISTERED and s.value >= 1 and "router_worker_id" in s.labels}
@@ -42,7 +46,8 @@ def frontend_facts(text: str) -> dict:
     applied = sum(s.value for s in samples
                   if s.name in (KV_EVENTS_APPLIED, KV_EVENTS_APPLIED + "_total")
                   and s.labels.get("status") == "ok")
-    return {"frontend_requests": int(requests), "router_workers": router,
+    return {"frontend_requests": sum(by_model.values()), "requests_by_model": by_model,
+            "router_workers": router,
             "router_follows_kv_events": follows, "kv_events_applied": int(applied),
             "kv_source_mismatch": int(sum(s.value for s in mismatch))}
 

@@ -1,0 +1,126 @@
+"""`dis-serve doctor` against real graphs: etcd leases, NATS, the router's metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from conftest import wait_until
+from dis_serve.launch.graph import start_graph
+from dis_serve.launch.supervisor import RestartPolicy
+from dis_serve.relocate import relocated_demo
+from dis_serve.render.launch_plan import mocker_argv
+from dis_serve.topology import PoolRole, Topology
+
+pytestmark = pytest.mark.integration
+# Dynamo reads ETCD_LEASE_TTL (seconds, default 30); a short one keeps the expiry wait short.
+LEASE_TTL_S = 5
+NO_RESTART = RestartPolicy(backoff_base_s=300)
+
+
+def _topology(name: str, base: int, decode: int = 1, **changes) -> Topology:
+    data = relocated_demo(name, base) | changes
+    data["pools"]["decode"]["workers"] = decode
+    return Topology.model_validate(data)
+
+
+def _doctor(run_cli, *args: str) -> tuple[int, dict]:
+    result = run_cli("doctor", *args, "--json", "--window", "1")
+    assert result.exit_code in (0, 1), result
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _chat(graph, n: int) -> None:
+    for i in range(n):
+        response = httpx.post(f"{graph.endpoint}/v1/chat/completions", timeout=30, json={
+            "model": graph.model_name, "max_tokens": 4,
+            "messages": [{"role": "user", "content": f"w{i + 3} w4 w5 w6 w7 w8 w9"}]})
+        assert response.status_code == 200, response.text
+
+
+def _finding(report: dict, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["code"] == code]
+
+
+def test_a_killed_worker_is_stale_until_its_lease_expires_then_disappears(
+        tmp_path, monkeypatch, run_cli):
+    monkeypatch.setenv("ETCD_LEASE_TTL", str(LEASE_TTL_S))
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    topo = _topology("it-doc-kill", 18600, decode=2)
+    with start_graph(topo, run_root=tmp_path, policy=NO_RESTART) as graph:
+        code, healthy = _doctor(run_cli, topo.name)
+        assert code == 0, healthy["findings"]
+        assert {r["lease_ttl_s"] for r in healthy["etcd"]["registrations"]} == {LEASE_TTL_S}
+        victim = next(r["instance_id"] for r in healthy["etcd"]["registrations"]
+                      if r["process"] == "decode-1")
+        os.killpg(graph.status().process("decode-1").pid, signal.SIGKILL)
+
+        code, stale = _doctor(run_cli, topo.name)
+        assert code == 1, json.dumps(stale["etcd"], indent=1)
+        assert [f["subject"] for f in _finding(stale, "stale-registration")] == [
+            f"backend/{victim}"]
+
+        def registered() -> bool:
+            _code, report = _doctor(run_cli, topo.name)
+            return victim in {r["instance_id"] for r in report["etcd"]["registrations"]}
+
+        assert wait_until(lambda: not registered(), timeout=LEASE_TTL_S + 10)
+        code, gone = _doctor(run_cli, topo.name)
+        assert code == 1
+        assert [f["code"] for f in gone["findings"]] == ["missing-workers"]
+        assert gone["findings"][0]["message"] == "1 of 2 backend workers registered"
+
+
+def _stray_prefill(graph, topo: Topology, served_name: str, system_port: int):
+    """A prefill worker started by hand in the graph's namespace, serving another model name
+    (a typo in one pool's served name): it registers, and the router never attaches it."""
+    data = topo.model_dump(mode="json")
+    data["model"]["served_name"] = served_name
+    argv = mocker_argv(Topology.model_validate(data), PoolRole.PREFILL, sys.executable,
+                       graph.plan.model_path)
+    env = os.environ | graph.plan.process("prefill-0").env | {
+        "DYN_SYSTEM_PORT": str(system_port)}
+    return subprocess.Popen(argv, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_kv_events_off_and_a_prefill_worker_the_router_never_uses_are_named(
+        tmp_path, monkeypatch, run_cli):
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    topo = _topology("it-doc-kv", 18620, router={"mode": "kv", "kv_events": False})
+    stray_port = 18639
+    with start_graph(topo, run_root=tmp_path) as graph:
+        stray = _stray_prefill(graph, topo, "typo-model", stray_port)
+        try:
+            assert wait_until(lambda: httpx.get(
+                f"http://127.0.0.1:{stray_port}/health").status_code == 200
+                if _answers(stray_port) else False, timeout=60)
+            _chat(graph, 3)
+            code, report = _doctor(run_cli, topo.name, "--metrics",
+                                   f"http://127.0.0.1:{stray_port}/metrics")
+        finally:
+            os.killpg(stray.pid, signal.SIGKILL)
+            stray.wait()
+    assert code == 1
+    codes = {f["code"] for f in report["findings"]}
+    assert codes == {"router-gets-no-kv-events", "prefill-registered-but-idle",
+                     "extra-workers"}
+    [no_events] = _finding(report, "router-gets-no-kv-events")
+    assert "--no-router-kv-events" in no_events["cause"]
+    [idle] = _finding(report, "prefill-registered-but-idle")
+    assert "it serves model 'typo-model', the requests were for 'demo-model'" in idle["cause"]
+    assert "0 of the frontend's 3 requests" in idle["message"]
+
+
+def _answers(port: int) -> bool:
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
