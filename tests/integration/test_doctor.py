@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
+import psutil
 import pytest
+import yaml
 
 from conftest import wait_until
+from dis_serve.coordination.etcd_view import client as etcd_client
+from dis_serve.coordination.etcd_view import namespace_keys
+from dis_serve.coordination.nats_view import connect
 from dis_serve.launch.graph import start_graph
+from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.supervisor import RestartPolicy
 from dis_serve.relocate import relocated_demo
 from dis_serve.render.launch_plan import mocker_argv
@@ -124,3 +132,82 @@ def _answers(port: int) -> bool:
     except httpx.HTTPError:
         return False
     return True
+
+
+def _cli(home, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).parent / "dis-serve"), *args], text=True,
+                          capture_output=True, input=stdin, timeout=120, check=False,
+                          env=os.environ | {"DIS_SERVE_HOME": str(home)})
+
+
+def _on_shared_planes(tmp_path, name: str, base: int, etcd: str, nats: str) -> Path:
+    data = relocated_demo(name, base)
+    data["coordination"]["etcd"] |= {"mode": "external", "url": etcd}
+    data["coordination"]["nats"] |= {"mode": "external", "url": nats}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+async def _add_stream(url: str, name: str, namespace: str) -> None:
+    nc = await connect(url)
+    await nc.jsm().add_stream(name=name, subjects=[f"namespace.{namespace}.>"])
+    await nc.close()
+
+
+async def _stream_names(url: str) -> set[str]:
+    nc = await connect(url)
+    names = {s.config.name for s in await nc.jsm().streams_info()}
+    await nc.close()
+    return names
+
+
+async def _keys(url: str, namespace: str) -> set[str]:
+    async with etcd_client(url) as etcd:
+        return {key for key, _value, _lease in await namespace_keys(etcd, namespace)}
+
+
+def test_a_crashed_graph_on_shared_etcd_and_nats_is_cleaned_and_nothing_else(tmp_path):
+    """Graph A's embedded etcd and NATS are the shared ones; graph B runs on them. The streams
+    stand in for what a namespace's components may create (Dynamo 1.6.1 itself creates none
+    with the default planes)."""
+    topo_a = _topology("it-doc-shared-a", 18640)
+    etcd, nats = "http://127.0.0.1:18641", "nats://127.0.0.1:18643"
+    home = tmp_path / "home"
+    with start_graph(topo_a, run_root=tmp_path / "a"):
+        b_file = _on_shared_planes(tmp_path, "it-doc-shared-b", 18660, etcd, nats)
+        assert _cli(home, "up", str(b_file), "--detach").returncode == 0
+        ns_a, ns_b = topo_a.namespace, "dis-serve-it-doc-shared-b"
+        clash = _cli(home, "up", str(_on_shared_planes(tmp_path, topo_a.name, 18680, etcd,
+                                                       nats)), "--detach")
+        assert clash.returncode == 2 and "in use by a live graph" in clash.stderr, clash
+        dead = _on_shared_planes(tmp_path, "it-doc-nowhere", 18690, "http://127.0.0.1:18699",
+                                 nats)
+        assert "etcd does not answer" in _cli(home, "up", str(dead), "--detach").stderr
+
+        asyncio.run(_add_stream(nats, "DOC_A", ns_a))
+        asyncio.run(_add_stream(nats, "DOC_B", ns_b))
+        keys_a = asyncio.run(_keys(etcd, ns_a))
+        # A crash: the supervisor is killed, its children die with it and revoke no lease.
+        state = RunDir.for_graph("it-doc-shared-b", home).read_state()
+        os.kill(state.supervisor_pid, signal.SIGKILL)
+        assert wait_until(lambda: not any(
+            psutil.pid_exists(p.pid) and psutil.Process(p.pid).status() != "zombie"
+            for p in state.processes if p.pid))
+        keys_b = asyncio.run(_keys(etcd, ns_b))
+        assert keys_b  # left behind until the leases expire
+
+        shown = _cli(home, "doctor", "--clean", ns_b, "--etcd", etcd, "--nats", nats,
+                     stdin="n\n")
+        assert shown.returncode == 1
+        assert all(key in shown.stdout for key in keys_b) and "stream DOC_B" in shown.stdout
+        assert ns_a not in shown.stdout
+        refused = _cli(home, "doctor", "--clean", ns_a, "--etcd", etcd, "--yes")
+        assert refused.returncode == 2 and "running graph owns it" in refused.stderr
+
+        down = _cli(home, "down", "it-doc-shared-b")
+        assert down.returncode == 0, down
+        assert f"removed {len(keys_b)} etcd keys and 1 JetStream streams" in down.stdout
+        assert asyncio.run(_keys(etcd, ns_b)) == set()
+        assert asyncio.run(_keys(etcd, ns_a)) == keys_a
+        assert asyncio.run(_stream_names(nats)) == {"DOC_A"}
