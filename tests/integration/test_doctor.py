@@ -15,7 +15,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import wait_until
+from conftest import REPO, wait_until
 from dis_serve.coordination.etcd_view import client as etcd_client
 from dis_serve.coordination.etcd_view import namespace_keys
 from dis_serve.coordination.nats_view import connect
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.integration
 # Dynamo reads ETCD_LEASE_TTL (seconds, default 30); a short one keeps the expiry wait short.
 LEASE_TTL_S = 5
 NO_RESTART = RestartPolicy(backoff_base_s=300)
+DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 
 
 def _topology(name: str, base: int, decode: int = 1, **changes) -> Topology:
@@ -135,7 +136,7 @@ def _answers(port: int) -> bool:
 
 
 def _cli(home, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(Path(sys.executable).parent / "dis-serve"), *args], text=True,
+    return subprocess.run([DIS_SERVE, *args], text=True,
                           capture_output=True, input=stdin, timeout=120, check=False,
                           env=os.environ | {"DIS_SERVE_HOME": str(home)})
 
@@ -211,3 +212,13 @@ def test_a_crashed_graph_on_shared_etcd_and_nats_is_cleaned_and_nothing_else(tmp
         assert asyncio.run(_keys(etcd, ns_b)) == set()
         assert asyncio.run(_keys(etcd, ns_a)) == keys_a
         assert asyncio.run(_stream_names(nats)) == {"DOC_A"}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["validate", "graphs/demo.yaml"]])
+def test_the_light_commands_import_no_coordination_client(args):
+    done = subprocess.run([sys.executable, "-X", "importtime", DIS_SERVE, *args],
+                          capture_output=True, text=True, check=False, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0]
+                for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert imported.isdisjoint({"aetcd", "grpc", "nats", "dynamo"})
