@@ -22,9 +22,8 @@ from dis_serve.coordination.nats_view import connect
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.supervisor import RestartPolicy
-from dis_serve.relocate import relocated_demo
-from dis_serve.render.launch_plan import mocker_argv
-from dis_serve.topology import PoolRole, Topology
+from dis_serve.topology import Topology
+from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
 # Dynamo reads ETCD_LEASE_TTL (seconds, default 30); a short one keeps the expiry wait short.
@@ -86,13 +85,11 @@ def test_a_killed_worker_is_stale_until_its_lease_expires_then_disappears(
         assert gone["findings"][0]["message"] == "1 of 2 backend workers registered"
 
 
-def _stray_prefill(graph, topo: Topology, served_name: str, system_port: int):
+def _stray_prefill(graph, served_name: str, system_port: int):
     """A prefill worker started by hand in the graph's namespace, serving another model name
     (a typo in one pool's served name): it registers, and the router never attaches it."""
-    data = topo.model_dump(mode="json")
-    data["model"]["served_name"] = served_name
-    argv = mocker_argv(Topology.model_validate(data), PoolRole.PREFILL, sys.executable,
-                       graph.plan.model_path)
+    argv = list(graph.plan.process("prefill-0").argv)
+    argv[argv.index("--model-name") + 1] = served_name
     env = os.environ | graph.plan.process("prefill-0").env | {
         "DYN_SYSTEM_PORT": str(system_port)}
     return subprocess.Popen(argv, env=env, start_new_session=True,
@@ -105,7 +102,7 @@ def test_kv_events_off_and_a_prefill_worker_the_router_never_uses_are_named(
     topo = _topology("it-doc-kv", 18620, router={"mode": "kv", "kv_events": False})
     stray_port = 18639
     with start_graph(topo, run_root=tmp_path) as graph:
-        stray = _stray_prefill(graph, topo, "typo-model", stray_port)
+        stray = _stray_prefill(graph, "typo-model", stray_port)
         try:
             assert wait_until(lambda: httpx.get(
                 f"http://127.0.0.1:{stray_port}/health").status_code == 200

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..render.launch_plan import dynamo_component
 from ..topology import NatsMode, PoolRole
 from . import findings as rules
 from .etcd_view import read_etcd
@@ -57,14 +56,14 @@ class DoctorReport(BaseModel):
 def expectations(topo: Topology) -> Expectations:
     workers: dict[str, int] = {}
     for role, pool in topo.active_pools():
-        component = dynamo_component(role)
+        component = role.dynamo_component
         workers[component] = workers.get(component, 0) + pool.workers
     roles = [role for role, _ in topo.active_pools()]
     return Expectations(
         workers=workers,
-        prefill_components=[dynamo_component(r) for r in roles if r is PoolRole.PREFILL],
+        prefill_components=[r.dynamo_component for r in roles if r is PoolRole.PREFILL],
         kv_router=topo.router.mode.is_kv_aware,
-        kv_event_components=[dynamo_component(r) for r in roles if r.publishes_kv_events])
+        kv_event_components=[r.dynamo_component for r in roles if r.publishes_kv_events])
 
 
 def target_for_run(run: RunDir) -> DoctorTarget:

@@ -25,9 +25,13 @@ KV_EVENTS_APPLIED = "dynamo_component_kv_cache_events_applied"
 
 
 def _samples(text: str) -> list:
+    """Every sample of a Prometheus text page; none if it is not one."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+    try:
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
+    except ValueError:
+        return []
 
 
 def frontend_facts(text: str) -> dict:
