@@ -219,3 +219,11 @@ def test_the_light_commands_import_no_coordination_client(args):
     imported = {line.rsplit("|", 1)[1].strip().split(".")[0]
                 for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert imported.isdisjoint({"aetcd", "grpc", "nats", "dynamo"})
+
+
+def test_an_etcd_and_nats_that_do_not_answer_are_findings_not_a_hang(run_cli):
+    result = run_cli("doctor", "--etcd", "http://127.0.0.1:18698", "--nats",
+                     "nats://127.0.0.1:18699", "--namespace", "dis-serve-nowhere", "--json")
+    assert result.exit_code == 1
+    codes = [f["code"] for f in json.loads(result.stdout)["findings"]]
+    assert codes == ["etcd-unreachable", "nats-unreachable"]

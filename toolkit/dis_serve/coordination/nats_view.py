@@ -23,8 +23,12 @@ async def connect(url: str) -> Client:
     async def quiet(_exc: Exception) -> None:  # nats-py prints errors unless given a callback
         return None
 
-    return await nats.connect(url, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False,
-                              max_reconnect_attempts=0, error_cb=quiet)
+    # nats-py 2.16 retries a refused first connect forever when max_reconnect_attempts is 0
+    # (measured); one attempt and no wait ends it with NoServersError at once.
+    return await asyncio.wait_for(
+        nats.connect(url, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False,
+                     max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet),
+        timeout=2 * CONNECT_TIMEOUT_S)
 
 
 async def namespace_streams(nc: Client, namespace: str) -> list[StreamView]:
