@@ -72,8 +72,12 @@ def router_line(report: DoctorReport) -> str:
         follows = {True: "follows KV events", False: "predicts the cache (no KV events)",
                    None: "no KV router"}[traffic.router_follows_kv_events]
         answered = "?" if traffic.frontend_requests is None else traffic.frontend_requests
+        pools: dict[str, int] = {}
+        for worker in traffic.workers:
+            pools[worker.component] = pools.get(worker.component, 0) + worker.requests
+        served = ", ".join(f"{c} {n}" for c, n in sorted(pools.items())) or "unknown"
         parts.append(f"router sees {seen}; {follows} ({traffic.kv_events_applied} applied); "
-                     f"frontend answered {answered} requests")
+                     f"frontend answered {answered} requests; pools served {served}")
     return "; ".join(parts)
 
 

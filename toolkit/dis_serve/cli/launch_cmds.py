@@ -147,7 +147,8 @@ def status(
     name: Annotated[str | None, typer.Argument(
         help="Graph name (default: the only running graph).")] = None,
 ) -> None:
-    """Show a running graph's processes: pid, state, port, restarts, ready."""
+    """Show a running graph's processes (pid, state, port, restarts, ready), and its worker
+    registrations with their leases as the router sees them."""
     from ..launch.control import find_run, supervisor_alive
 
     run = find_run(name, active_only=False)
