@@ -9,6 +9,7 @@ import msgspec
 
 from dis_serve.coordination.dynamo_layout import (
     envelope_publisher,
+    kv_events_transport,
     owns_key,
     owns_stream,
     parse_instance,
@@ -65,6 +66,11 @@ def test_the_kv_event_source_names_the_prefill_worker_that_publishes():
     publisher = sources[0][0]
     assert envelope_publisher(msgspec.msgpack.encode({"publisher_id": publisher,
                                                       "topic": "kv-events"})) == publisher
+
+
+def test_the_kv_event_channel_says_it_travels_over_nats():
+    kinds = {t for k in _keys() if (t := kv_events_transport(k["key"], k["value"].encode()))}
+    assert kinds == {"Nats"}
 
 
 def test_the_frontend_metrics_tell_whether_the_kv_router_follows_events():

@@ -98,8 +98,13 @@ def nats_lines(report: DoctorReport) -> list[str]:
     rates = [f"{workers.get(pub, 'publisher ' + pub)}: {count} ({count / nats.window_s:.1f}/s)"
              for pub, count in sorted(nats.kv_events.items())]
     rates += [f"{workers[pub]}: 0" for pub in sorted(set(workers) - set(nats.kv_events))]
-    lines.append(f"KV events in the last {nats.window_s:g} s per publishing worker: "
-                 + (", ".join(rates) or "no publisher"))
+    elsewhere = [t for t in report.etcd.kv_event_transports if t.lower() != "nats"]
+    if elsewhere:
+        lines.append(f"KV events travel over {', '.join(elsewhere)}, not NATS: their rate is "
+                     "not visible here")
+    else:
+        lines.append(f"KV events in the last {nats.window_s:g} s per publishing worker: "
+                     + (", ".join(rates) or "no publisher"))
     for stream in nats.streams:
         lag = ", ".join(f"{c} lag {n}" for c, n in stream.consumers.items()) or "no consumers"
         lines.append(f"stream {stream.name} ({', '.join(stream.subjects)}): "

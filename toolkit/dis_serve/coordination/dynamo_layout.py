@@ -103,6 +103,17 @@ def parse_kv_event_source(key: str, value: bytes) -> tuple[int, str] | None:
     return publisher, f"{worker:x}"
 
 
+def kv_events_transport(key: str, value: bytes) -> str | None:
+    """How a KV-event channel travels (`Nats`, `Zmq`...), from its `v1/event_channels` key."""
+    if not key.startswith("v1/event_channels/") or f"/topic/{KV_EVENTS_TOPIC}/" not in key:
+        return None
+    try:
+        kind = json.loads(value)["transport"]["kind"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
 def envelope_publisher(payload: bytes) -> int | None:
     """The publisher id of an event-plane message (msgpack envelope)."""
     import msgspec

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from ..errors import UserInputError
 from .dynamo_layout import (
     InstanceKey,
+    kv_events_transport,
     owns_key,
     parse_instance,
     parse_kv_event_source,
@@ -73,13 +74,16 @@ async def read_etcd(url: str, namespace: str) -> EtcdView:
         raise
     except Exception as exc:  # grpc raises its own types for refused/timeout
         return EtcdView(url=url, error=_short(exc))
-    publishers, models = {}, {}
+    publishers, models, transports = {}, {}, set()
     for key, value, _lease in keys:
         if (source := parse_kv_event_source(key, value)) is not None:
             publishers[str(source[0])] = source[1]
         elif (card := parse_model_card(key, value, namespace)) is not None:
             models[card[0]] = card[1]
+        elif (transport := kv_events_transport(key, value)) is not None:
+            transports.add(transport)
     return EtcdView(url=url, keys=len(keys), kv_publishers=publishers,
+                    kv_event_transports=sorted(transports),
                     registrations=[_registration(inst, ttls, models) for inst in instances])
 
 

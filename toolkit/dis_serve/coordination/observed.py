@@ -41,6 +41,8 @@ class EtcdView(_Frozen):
     kv_publishers: dict[str, str] = Field(
         default_factory=dict,
         description="KV-event publisher id -> publishing worker's instance id.")
+    kv_event_transports: list[str] = Field(
+        default_factory=list, description="How the KV-event channels travel (Nats, Zmq).")
 
 
 class StreamView(_Frozen):
