@@ -8,11 +8,22 @@ from conftest import assert_one_line_error
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.coordination.doctor import expectations
 from dis_serve.coordination.findings import (
+    CONSUMER_LAG_LIMIT,
     FindingCode,
+    nats_findings,
     registration_findings,
     traffic_findings,
 )
-from dis_serve.coordination.observed import EtcdView, Registration, TrafficView, WorkerTraffic
+from dis_serve.coordination.observed import (
+    EtcdView,
+    NatsView,
+    Registration,
+    StreamView,
+    TrafficView,
+    WorkerTraffic,
+)
+from dis_serve.launch.rundir import RunDir
+from dis_serve.launch.status import GraphPhase, GraphStatus
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -113,6 +124,29 @@ def test_prefill_workers_with_no_kv_event_source_are_named():
 def test_a_router_that_follows_events_but_applied_none_is_named():
     findings = traffic_findings(_published(), _traffic(4, kv_events_applied=0), DEMO)
     assert _codes(findings) == [FindingCode.ROUTER_NO_KV_EVENTS]
+
+
+def test_a_consumer_far_behind_its_stream_is_named_and_one_keeping_up_is_not():
+    stream = StreamView(name="S", subjects=["namespace.x.>"], messages=5000,
+                        consumers={"behind": CONSUMER_LAG_LIMIT + 1, "current": 0})
+    findings = nats_findings(NatsView(url="nats://127.0.0.1:4222", streams=[stream]))
+    assert [(f.code, f.subject) for f in findings] == [(FindingCode.CONSUMER_LAG, "S/behind")]
+
+
+def test_a_graph_that_does_not_exist_is_bad_input(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    assert_one_line_error(run_cli("doctor", "nothing-here"), "nothing-here")
+
+
+def test_a_stopped_graph_is_bad_input_not_an_unreachable_etcd(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    run = RunDir.for_graph("old")
+    run.prepare()
+    run.write_state(GraphStatus(
+        name="old", namespace="dis-serve-old", run_dir=str(run.path), endpoint="http://x",
+        model_name="m", supervisor_pid=2**22 + 7, supervisor_create_time=1.0,
+        phase=GraphPhase.STOPPED, started_at=1.0, processes=[]))
+    assert_one_line_error(run_cli("doctor", "old"), "'old' is not running")
 
 
 @pytest.mark.parametrize(("args", "fragments"), [

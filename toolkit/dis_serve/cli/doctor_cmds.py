@@ -15,6 +15,7 @@ from ..errors import PreflightError, UserInputError
 if TYPE_CHECKING:
     from ..coordination.doctor import DoctorReport, DoctorTarget
     from ..coordination.observed import Registration
+    from ..launch.rundir import RunDir
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -142,6 +143,16 @@ def _check_url(url: str, schemes: tuple[str, ...], flag: str) -> str:
     return url
 
 
+def _must_be_running(run: RunDir) -> None:
+    from ..launch.control import supervisor_alive
+
+    state = run.read_state()
+    if state is None or not supervisor_alive(state):
+        raise UserInputError(f"graph {run.name!r} is not running", key="NAME",
+                             fix="start it with `dis-serve up`; for what a crashed graph "
+                                 "left on a shared etcd/NATS use --clean NS --etcd URL")
+
+
 def resolve_target(name: str | None, etcd: str | None, nats: str | None,
                    namespace: str | None, frontend: str | None,
                    metrics: list[str]) -> DoctorTarget:
@@ -156,7 +167,9 @@ def resolve_target(name: str | None, etcd: str | None, nats: str | None,
                                              "--namespace NS for any Dynamo deployment")
     if not by_url:
         # Extra --metrics: workers outside the plan (one started by hand in its namespace).
-        target = target_for_run(find_run(name, active_only=False))
+        run = find_run(name, active_only=False)
+        _must_be_running(run)
+        target = target_for_run(run)
         extra = [_check_url(m, ("http", "https"), "--metrics") for m in metrics]
         return replace(target, worker_metrics=target.worker_metrics + extra)
     if etcd is None or namespace is None:
