@@ -31,7 +31,8 @@ def _smoke(**changes) -> dict:
     return data
 
 
-@pytest.mark.parametrize("name", ["smoke", "chat", "long-prompt"])
+@pytest.mark.parametrize("name", ["smoke", "chat", "long-prompt", "trace", "shared-prefix",
+                                  "multi-turn"])
 def test_shipped_scenarios_load(name):
     scenario = load_scenario(BENCHMARKS / f"{name}.yaml")
     assert scenario.name == name
@@ -120,6 +121,7 @@ def test_every_field_is_described():
             if name in ("kind", "value"):
                 continue
             assert field.description, f"{model.__name__}.{name}"
-    walk(Scenario)
-    for sub in ("input_tokens", "sla"):
-        walk(Scenario.model_fields[sub].annotation)
+    from dis_serve.bench.scenario import MultiTurn, SharedPrefix, Sla, TokenLengths, Trace
+
+    for model in (Scenario, TokenLengths, Sla, SharedPrefix, MultiTurn, Trace):
+        walk(model)

@@ -137,7 +137,7 @@ def report_markdown(result: BenchResult) -> str:
     s = result.scenario
     load = s.load_kind.label
     per_point = (f"{s.requests} requests" if s.requests is not None
-                 else f"{s.duration_s:g} s")
+                 else f"{s.duration_s:g} s" if s.duration_s is not None else "the whole trace")
     version = result.points[0].aiperf.aiperf_version if result.points else "?"
     lines = [
         f"# Benchmark: `{s.name}` on `{result.topology}`",
@@ -145,10 +145,13 @@ def report_markdown(result: BenchResult) -> str:
         f"- Endpoint: {result.url}, model `{result.model}`",
         f"- GPUs: {result.gpus} x {result.gpu_type} (from the topology"
         + (f" `{result.topology_file}`" if result.topology_file else "") + ")",
-        f"- Workload: input {s.input_tokens.mean} ± {s.input_tokens.stddev:g} tokens, output "
-        f"{s.output_tokens.mean} ± {s.output_tokens.stddev:g} tokens, "
+        f"- Workload: {s.workload_label()}, "
         f"{'streaming' if s.streaming else 'not streaming'}; {per_point} per point after "
         f"{s.warmup_requests} warm-up requests",
+        "- Prefix cache per point: " + ", ".join(
+            f"{p.point.display_value} {p.prefix_cache.value if p.prefix_cache else 'unknown'}"
+            for p in result.points)
+        + (" (workers restarted before every point)" if s.reset_prefix_cache else ""),
         f"- SLA (goodput counts requests meeting both): TTFT <= {s.sla.ttft_ms:g} ms, "
         f"ITL <= {s.sla.itl_ms:g} ms",
         f"- Load generator: AIPerf {version}; sweep wall time {result.sweep_wall_s:.1f} s"

@@ -3,6 +3,10 @@
 A topology given without `--url` is brought up with the launcher, benchmarked and stopped
 again (also on failure or Ctrl+C); with `--url` the running graph is used as it is and the
 topology only supplies the GPU count, the served model and the workers' metrics ports.
+
+The first point on a graph brought up here starts on cold prefix caches; the next ones on
+what earlier points left, unless the scenario asks for `reset_prefix_cache`: then the graph
+is restarted before every point, so each point is cold and points compare fairly.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UserInputError
 from ..topology import Topology
 from .metrics import BenchResult
 from .progress import SweepObserver
 from .report import ReportFiles, write_report
-from .scenario import Scenario
+from .scenario import CacheState, Scenario, SweepPoint
 from .sweep import run_sweep
 from .target import BenchTarget, check_endpoint, make_target, plan_of, resolve_tokenizer
 
@@ -37,6 +42,11 @@ def bench_running(topo: Topology, scenario: Scenario, out_dir: Path, *, url: str
                   topology_file: Path | None, tokenizer: str | None = None,
                   observer: SweepObserver | None = None) -> BenchRun:
     """Sweep a graph that is already running at `url`."""
+    if scenario.reset_prefix_cache:
+        raise UserInputError(
+            "reset_prefix_cache restarts the workers, which needs dis-serve to own the graph",
+            key="--url", fix="drop --url so bench brings the topology up itself, or set "
+                             "reset_prefix_cache: false in the scenario")
     plan = plan_of(topo)
     check_endpoint(url.rstrip("/"), plan.model_name,
                    topology_file=str(topology_file) if topology_file else None)
@@ -52,25 +62,56 @@ def bench_topology(topo: Topology, scenario: Scenario, out_dir: Path, *,
                    on_event: Callable[[str], None] | None = None,
                    run_root: Path | None = None) -> BenchRun:
     """Bring the graph up, sweep it, bring it down (whatever happens in between)."""
-    from ..launch.graph import start_graph
-
-    if on_event:
-        on_event(f"starting graph {topo.name} ({topo.mode.value}, {topo.total_gpus} GPUs)")
-    with start_graph(topo, run_root=run_root) as graph:
-        if on_event:
-            on_event(f"graph {topo.name} ready at {graph.endpoint}")
-        check_endpoint(graph.endpoint, graph.model_name,
+    say = on_event or (lambda text: None)
+    graph = _OwnedGraph(topo, run_root, say)
+    try:
+        running = graph.start()
+        check_endpoint(running.endpoint, running.model_name,
                        topology_file=str(topology_file) if topology_file else None)
-        target = make_target(topo, url=graph.endpoint, plan=graph.plan,
-                             tokenizer=tokenizer or graph.plan.model_path,
+        target = make_target(topo, url=running.endpoint, plan=running.plan,
+                             tokenizer=tokenizer or running.plan.model_path,
                              topology_file=topology_file)
-        try:
-            result = run_sweep(scenario, target, out_dir, observer)
-        finally:
-            if on_event:
-                on_event(f"stopping graph {topo.name}")
+        result = run_sweep(scenario, target, out_dir, observer,
+                           before_point=graph.before_point(scenario.reset_prefix_cache))
+    finally:
+        graph.stop()
     # Plots are drawn after the graph is down: nothing left to measure, CPU back.
     return BenchRun(result=result, files=write_report(result, out_dir), out_dir=out_dir)
+
+
+class _OwnedGraph:
+    """The graph a benchmark brought up, restarted between points when asked."""
+
+    def __init__(self, topo: Topology, run_root: Path | None,
+                 say: Callable[[str], None]) -> None:
+        self.topo, self.run_root, self.say = topo, run_root, say
+        self.running = None
+        self.served_points = 0
+
+    def start(self):
+        from ..launch.graph import start_graph
+
+        self.say(f"starting graph {self.topo.name} ({self.topo.mode.value}, "
+                 f"{self.topo.total_gpus} GPUs)")
+        self.running = start_graph(self.topo, run_root=self.run_root)
+        self.served_points = 0
+        self.say(f"graph {self.topo.name} ready at {self.running.endpoint}")
+        return self.running
+
+    def stop(self) -> None:
+        if self.running is not None:
+            self.say(f"stopping graph {self.topo.name}")
+            self.running.stop()
+            self.running = None
+
+    def before_point(self, reset: bool) -> Callable[[SweepPoint], CacheState]:
+        def prepare(point: SweepPoint) -> CacheState:
+            if self.served_points and reset:
+                self.stop()
+                self.start()
+            self.served_points += 1
+            return CacheState.COLD if self.served_points == 1 else CacheState.WARM
+        return prepare
 
 
 def _sweep_and_report(scenario: Scenario, target: BenchTarget, out_dir: Path,
