@@ -105,13 +105,15 @@ def write_latency(result: BenchResult, out_dir: Path) -> Path:
     return _save(plt, fig, out_dir / LATENCY_FILE)
 
 
-def write_compare(a: BenchResult, b: BenchResult, out_dir: Path) -> Path:
+def write_compare(results: list[tuple[str, BenchResult]], out_dir: Path) -> Path:
+    """Each arm's Pareto curve (its first repetition) on one chart."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
-    _pareto_axes(ax, a, f"A: {a.topology} ({a.gpus} GPUs)", color="tab:blue")
-    _pareto_axes(ax, b, f"B: {b.topology} ({b.gpus} GPUs)", color="tab:orange")
-    _label_pareto(ax, a, b)
-    ax.set_title(f"{a.scenario.name}: {a.topology} vs {b.topology}\n"
-                 f"(labels: {a.scenario.load_kind.label})", fontsize=10)
+    for label, result in results:
+        _pareto_axes(ax, result, f"{label} ({result.gpus} GPUs)")
+    _label_pareto(ax, *(r for _, r in results))
+    first = results[0][1]
+    ax.set_title(f"{first.scenario.name}: " + " vs ".join(label for label, _ in results)
+                 + f"\n(labels: {first.scenario.load_kind.label})", fontsize=10)
     ax.legend()
     return _save(plt, fig, out_dir / COMPARE_FILE)

@@ -1,5 +1,5 @@
-"""Exporters: a finished sweep as JSON, CSV and a Markdown report with its plots; two sweeps
-side by side for `compare`. Measurement never happens here."""
+"""Exporters: a finished sweep as JSON, CSV and a Markdown report with its plots (arms side
+by side for `compare`: ab_report). Measurement never happens here."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .metrics import METRICS, METRICS_BY_KEY, BenchResult, PointResult
-from .plots import COMPARE_FILE, LATENCY_FILE, PARETO_FILE
+from .plots import LATENCY_FILE, PARETO_FILE
 from .server_metrics import FrontendLoad, Gauge, PoolLoad
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
 REPORT_MD = "report.md"
-COMPARE_MD = "compare.md"
-COMPARE_CSV = "compare.csv"
 
 
 @dataclass(frozen=True)
@@ -199,78 +197,4 @@ def report_markdown(result: BenchResult) -> str:
     lines += ["", "## Plots", "",
               f"![Pareto: tokens/s/GPU against tokens/s/user]({PARETO_FILE})", "",
               f"![Latency against load]({LATENCY_FILE})", ""]
-    return "\n".join(lines)
-
-
-# --- compare -----------------------------------------------------------------------------
-COMPARE_KEYS = ("request_throughput", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
-                "goodput", "ttft_p50_ms", "itl_p50_ms", "e2e_p50_ms", "errors")
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    load: str
-    metric: str
-    a: float | None
-    b: float | None
-
-    @property
-    def change_pct(self) -> float | None:
-        if self.a is None or self.b is None or self.a == 0:
-            return None
-        return 100.0 * (self.b - self.a) / self.a
-
-
-def compare_rows(a: BenchResult, b: BenchResult) -> list[CompareRow]:
-    b_points = {p.point: p for p in b.points}
-    rows = []
-    for pa in a.points:
-        pb = b_points.get(pa.point)
-        for key in COMPARE_KEYS:
-            metric = METRICS_BY_KEY[key]
-            rows.append(CompareRow(load=pa.point.display_value, metric=key, a=metric.get(pa),
-                                   b=metric.get(pb) if pb else None))
-    return rows
-
-
-def write_compare_report(a: BenchResult, b: BenchResult, out_dir: Path,
-                         a_dir: Path, b_dir: Path) -> tuple[Path, Path, Path]:
-    from .plots import write_compare
-
-    png = write_compare(a, b, out_dir)
-    rows = compare_rows(a, b)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["load", "metric", "a", "b", "change_pct"])
-    for r in rows:
-        writer.writerow([r.load, r.metric, _csv(r.a), _csv(r.b), _csv(r.change_pct)])
-    csv_path = out_dir / COMPARE_CSV
-    csv_path.write_text(buf.getvalue(), encoding="utf-8")
-    md_path = out_dir / COMPARE_MD
-    md_path.write_text(compare_markdown(a, b, rows, a_dir, b_dir), encoding="utf-8")
-    return md_path, csv_path, png
-
-
-def compare_markdown(a: BenchResult, b: BenchResult, rows: list[CompareRow], a_dir: Path,
-                     b_dir: Path) -> str:
-    s = a.scenario
-    lines = [f"# Compare: `{a.topology}` (A) vs `{b.topology}` (B), scenario `{s.name}`", "",
-             f"- A: `{a.topology_file or a.topology}`, {a.gpus} GPUs; full report "
-             f"[{a_dir.name}/report.md]({a_dir.name}/report.md)",
-             f"- B: `{b.topology_file or b.topology}`, {b.gpus} GPUs; full report "
-             f"[{b_dir.name}/report.md]({b_dir.name}/report.md)",
-             f"- SLA: TTFT <= {s.sla.ttft_ms:g} ms, ITL <= {s.sla.itl_ms:g} ms; "
-             f"{s.load_kind.label} swept over "
-             + ", ".join(p.display_value for p in s.points()), "",
-             f"![Pareto, both graphs]({COMPARE_FILE})", ""]
-    header = [s.load_kind.label.capitalize(), "Metric", f"A: {a.topology}",
-              f"B: {b.topology}", "B vs A"]
-    body = []
-    for r in rows:
-        metric = METRICS_BY_KEY[r.metric]
-        change = r.change_pct
-        body.append([r.load, f"{metric.title} ({metric.unit})", _sig(r.a), _sig(r.b),
-                     "n/a" if change is None else f"{change:+.0f}%"])
-    lines += _table(header, body)
-    lines.append("")
     return "\n".join(lines)

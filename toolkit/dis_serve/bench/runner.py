@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..errors import UserInputError
 from ..topology import Topology
+from .ab import ArmRuns
+from .arms import Arm
 from .metrics import BenchResult
 from .progress import SweepObserver
 from .report import ReportFiles, write_report
@@ -119,3 +121,25 @@ def _sweep_and_report(scenario: Scenario, target: BenchTarget, out_dir: Path,
     result = run_sweep(scenario, target, out_dir, observer)
     files = write_report(result, out_dir)
     return BenchRun(result=result, files=files, out_dir=out_dir)
+
+
+def compare_arms(arms: list[Arm], scenario: Scenario, out_dir: Path, *, repeat: int,
+                 tokenizer: str | None = None,
+                 observer_for: Callable[[str], SweepObserver] | None = None,
+                 on_event: Callable[[str], None] | None = None,
+                 run_root: Path | None = None) -> list[ArmRuns]:
+    """Every arm `repeat` times, each run on a freshly started graph. Repetitions are
+    interleaved (A B A B ...) so a slow drift of the machine does not favour one arm."""
+    runs: dict[str, list[BenchRun]] = {arm.slug: [] for arm in arms}
+    for rep in range(1, repeat + 1):
+        for arm in arms:
+            where = out_dir / arm.slug / (f"rep-{rep}" if repeat > 1 else "")
+            tag = f"{arm.label}" + (f" #{rep}" if repeat > 1 else "") + ": "
+            runs[arm.slug].append(bench_topology(
+                arm.topology, scenario, where.resolve(), topology_file=arm.topology_file,
+                tokenizer=tokenizer, observer=observer_for(tag) if observer_for else None,
+                on_event=on_event, run_root=run_root))
+    return [ArmRuns(label=arm.label, slug=arm.slug, topology_file=str(arm.topology_file),
+                    gpus=arm.topology.total_gpus, runs=[r.result for r in runs[arm.slug]],
+                    run_dirs=[str(r.out_dir) for r in runs[arm.slug]])
+            for arm in arms]
