@@ -228,7 +228,7 @@ def test_compare_runs_agg_and_disagg_side_by_side_and_stops_both(home):
                   "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     text = (out / "compare.md").read_text()
-    assert "`cmp-agg` (A) vs `cmp-disagg` (B)" in text
+    assert "# Compare: `cmp-agg` vs `cmp-disagg`, scenario `cmp`" in text
     assert (out / "compare.png").is_file()
     for name in ("cmp-agg", "cmp-disagg"):
         assert (out / name / "report.md").is_file()

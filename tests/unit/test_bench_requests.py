@@ -65,5 +65,5 @@ def test_replay_lag_is_unknown_when_requests_and_rows_do_not_pair_up():
 def test_a_line_that_is_not_a_record_is_one_error(tmp_path):
     path = tmp_path / "profile_export.jsonl"
     path.write_text('{"metrics": {}}\n')
-    with pytest.raises(RunError, match="profile_export.jsonl:1: not an AIPerf 0.13"):
+    with pytest.raises(RunError, match=r"profile_export\.jsonl:1: not an AIPerf 0\.13"):
         read_records(path)

@@ -136,7 +136,7 @@ def test_trace_path_is_relative_to_the_scenario_file():
 def test_missing_trace_file_is_one_line_naming_the_key(tmp_path):
     path = _write(tmp_path, {"name": "tr", "trace": {"file": "nowhere.jsonl"},
                              "sla": {"ttft_ms": 1, "itl_ms": 1}})
-    with pytest.raises(UserInputError, match="trace.file") as info:
+    with pytest.raises(UserInputError, match=r"trace\.file") as info:
         load_scenario(path)
     assert str(path) in str(info.value)
 
