@@ -13,7 +13,7 @@ import yaml
 
 from conftest import REPO
 from dis_serve.bench.aiperf_run import AiperfTarget, build_argv
-from dis_serve.bench.scenario import Scenario, load_scenario
+from dis_serve.bench.scenario import LoadKind, Scenario, SweepPoint, load_scenario
 from dis_serve.yaml_input import parse_model
 
 SMOKE = load_scenario(REPO / "benchmarks" / "smoke.yaml")
@@ -139,10 +139,10 @@ def test_multi_turn_becomes_aiperfs_conversations(tmp_path):
     assert _profiling(config).sessions == scenario.multi_turn.conversations
 
 
-@pytest.mark.parametrize("speedup", [1.0, 2.0])
+@pytest.mark.parametrize("speedup", [1.0, 4.0])
 def test_trace_is_replayed_on_its_timestamps_at_the_points_speedup(tmp_path, speedup):
     scenario = _shipped("trace")
-    point = next(p for p in scenario.points() if p.value == speedup)
+    point = SweepPoint(kind=LoadKind.SPEEDUP, value=speedup)
     config = _resolve(build_argv(scenario, point, TARGET, tmp_path))
     dataset = config.datasets[0]
     assert dataset.format == "mooncake_trace"
