@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from test_bench_smoke import _cli, _processes_mentioning, _topology_file
 
 from conftest import GRAPHS, REPO
 from dis_serve.bench.runner import bench_running, bench_topology
@@ -15,7 +16,6 @@ from dis_serve.bench.scenario import CacheState, Scenario, load_scenario
 from dis_serve.launch.graph import start_graph
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file, parse_model
-from test_bench_smoke import _cli, _processes_mentioning, _topology_file
 
 pytestmark = pytest.mark.integration
 SLA = {"ttft_ms": 2000, "itl_ms": 200}
