@@ -21,14 +21,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ansi import strip_ansi
 from ..errors import RunError
+from ..launch.stopping import signal_group, stop_processes
 from .scenario import LoadKind, Scenario, SweepPoint
 
 EXPORT_FILE = "profile_export_aiperf.json"
 SERVER_METRICS_FILE = "server_metrics_export.json"
 LOG_FILE = "aiperf.log"
 TAIL_LINES = 15
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # AIPerf announces each phase on a NOTICE line: "Phase profiling (profiling) started | ...".
 _PHASE = re.compile(r"NOTICE\s+Phase (\w+) \(\w+\) (started|complete)\b")
 
@@ -87,12 +88,8 @@ def dataset_args(scenario: Scenario, point: SweepPoint) -> list[str]:
     """What the requests look like: a trace, or synthetic prompts (shared prefixes, turns)."""
     if scenario.trace is not None:
         trace = scenario.trace
-        argv = ["--custom-dataset-type", "mooncake_trace", "--input-file", str(trace.file),
+        return ["--custom-dataset-type", "mooncake_trace", "--input-file", str(trace.file),
                 "--isl-block-size", str(trace.block_size)]
-        if point.value != 1.0:
-            # AIPerf divides the trace's timestamps by this; hash ids keep their sharing.
-            argv += ["--synthesis-speedup-ratio", point.display_value]
-        return argv
     assert scenario.input_tokens is not None and scenario.output_tokens is not None
     unique_tokens = scenario.input_tokens.mean
     argv = []
@@ -115,10 +112,11 @@ def dataset_args(scenario: Scenario, point: SweepPoint) -> list[str]:
 def load_args(scenario: Scenario, point: SweepPoint) -> list[str]:
     """How the requests are offered: on the trace's timestamps, or at a load level."""
     if point.kind is LoadKind.SPEEDUP:
-        # Timestamps from the first row: the replay starts at once, gaps kept.
-        return ["--fixed-schedule", "--fixed-schedule-auto-offset"]
-    argv = (["--concurrency", str(int(point.value))] if point.kind is LoadKind.CONCURRENCY
-            else ["--request-rate", point.display_value])
+        # Timestamps from the first row: the replay starts at once, gaps kept; AIPerf
+        # divides them by the speed-up and leaves the hash ids' sharing as it is.
+        return ["--fixed-schedule", "--fixed-schedule-auto-offset",
+                point.kind.aiperf_flag, point.aiperf_value]
+    argv = [point.kind.aiperf_flag, point.aiperf_value]
     if scenario.requests is not None:
         argv += ["--request-count", str(scenario.requests)]
     else:
@@ -192,7 +190,7 @@ def _pump(proc: subprocess.Popen, log, tail: collections.deque[str],
           on_phase: Callable[[str, str], None] | None) -> None:
     assert proc.stdout is not None
     for raw in proc.stdout:
-        line = _ANSI.sub("", raw.rstrip("\n"))
+        line = strip_ansi(raw.rstrip("\n"))
         log.write(line + "\n")
         if line.strip():
             tail.append(line)
@@ -202,27 +200,14 @@ def _pump(proc: subprocess.Popen, log, tail: collections.deque[str],
 
 def stop_process_group(proc: subprocess.Popen, *, interrupt_grace_s: float = 15.0,
                        term_grace_s: float = 5.0) -> None:
-    """SIGINT, SIGTERM, SIGKILL to the process's group, each after the previous one's grace."""
-    for sig, grace in ((signal.SIGINT, interrupt_grace_s), (signal.SIGTERM, term_grace_s),
-                       (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            break
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            continue
-    # AIPerf's service processes share the group; make sure none outlives the controller.
-    _kill_leftovers(proc.pid)
+    """SIGINT, SIGTERM, SIGKILL to the process's group, each after the previous one's grace:
+    AIPerf's service processes share the group, and none may outlive the controller."""
+    stop_processes([proc.pid], term_grace_s, interrupt_grace_s=interrupt_grace_s)
 
 
 def _kill_leftovers(pgid: int) -> None:
     # A service AIPerf failed to stop would keep loading the graph during the next point.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
 
 
 def failure_message(run: AiperfRun, point: SweepPoint) -> str:

@@ -37,7 +37,8 @@ class LoadKind(StrEnum):
 
     @property
     def aiperf_flag(self) -> str:
-        return {"concurrency": "--concurrency", "request_rate": "--request-rate"}[self.value]
+        return {"concurrency": "--concurrency", "request_rate": "--request-rate",
+                "speedup": "--synthesis-speedup-ratio"}[self.value]
 
     @property
     def label(self) -> str:
@@ -136,6 +137,11 @@ class SweepPoint(_Strict):
     @property
     def display_value(self) -> str:
         return f"{self.value:g}"
+
+    @property
+    def aiperf_value(self) -> str:
+        """The value after `kind.aiperf_flag`: concurrency is a whole number of requests."""
+        return str(int(self.value)) if self.kind is LoadKind.CONCURRENCY else self.display_value
 
     @property
     def label(self) -> str:

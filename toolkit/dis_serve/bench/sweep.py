@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..atomic_file import write_atomic
 from ..errors import RunError
 from .aiperf_export import read_export
 from .aiperf_run import (
@@ -81,12 +81,6 @@ def load_checkpoint(path: Path, expected_fingerprint: str) -> PointResult | None
     return result if result.fingerprint == expected_fingerprint else None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def _tokenizer_for_aiperf(tokenizer: str, out_dir: Path) -> tuple[str, dict[str, str]]:
     """The tokenizer name and environment AIPerf loads it with (see tokenizer_cache)."""
     if not Path(tokenizer).is_dir():
@@ -138,7 +132,7 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
                           fingerprint=fingerprint(scenario, target, point),
                           detail=point_detail(scenario, point, artifacts, cache,
                                               duration_s=summary.duration_s, gpus=target.gpus))
-    _write_atomic(point_file(out_dir, point), result.model_dump_json(indent=2))
+    write_atomic(point_file(out_dir, point), result.model_dump_json(indent=2))
     observer.point_finished(point, result)
     return result
 
