@@ -9,7 +9,7 @@ key and value named in any error.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ _KEY = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*")
 
 @dataclass(frozen=True)
 class Arm:
-    label: str = field(metadata={"doc": "How reports name the arm."})
-    slug: str = field(metadata={"doc": "Its directory name."})
+    label: str  # how reports name the arm: `router.mode=kv`, or the topology's name
+    slug: str  # its directory under the comparison's output
     topology: Topology
     topology_file: Path
 

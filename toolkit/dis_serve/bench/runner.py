@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UserInputError
 from ..topology import Topology
@@ -25,6 +26,9 @@ from .report import ReportFiles, write_report
 from .scenario import CacheState, Scenario, SweepPoint
 from .sweep import run_sweep
 from .target import BenchTarget, check_endpoint, make_target, plan_of, resolve_tokenizer
+
+if TYPE_CHECKING:
+    from ..launch.graph import RunningGraph
 
 
 @dataclass(frozen=True)
@@ -87,10 +91,10 @@ class _OwnedGraph:
     def __init__(self, topo: Topology, run_root: Path | None,
                  say: Callable[[str], None]) -> None:
         self.topo, self.run_root, self.say = topo, run_root, say
-        self.running = None
+        self.running: RunningGraph | None = None
         self.served_points = 0
 
-    def start(self):
+    def start(self) -> RunningGraph:
         from ..launch.graph import start_graph
 
         self.say(f"starting graph {self.topo.name} ({self.topo.mode.value}, "
