@@ -124,7 +124,10 @@ def main() -> None:
     if args.only in (None, "verdict"):
         result["agg_vs_disagg"] = verdict(work, args.reps)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "workloads.json").write_text(json.dumps(result, indent=2) + "\n")
+    saved = RESULTS / "workloads.json"
+    if args.only and saved.is_file():  # one half rerun: keep the other half's figures
+        result = json.loads(saved.read_text()) | result
+    saved.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {RESULTS / 'workloads.json'}; reports under {work}")
 
 
