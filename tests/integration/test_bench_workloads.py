@@ -99,7 +99,7 @@ def test_reset_prefix_cache_restarts_the_graph_before_every_point(home):
 
 def test_router_ab_runs_from_one_command_with_repetitions(home):
     agg = _topology_file(home, GRAPHS / "agg-mocker.yaml", "wl-ab", 28700)
-    scenario = home / "wl-ab.yaml"
+    scenario = home / "wl-ab-scenario.yaml"
     scenario.write_text(yaml.safe_dump({
         "name": "wl-ab", "input_tokens": {"mean": 256}, "output_tokens": {"mean": 4},
         "shared_prefix": {"ratio": 0.75, "prefixes": 4}, "prompt_corpus": "random",
