@@ -35,9 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 DIS_SERVE = str(Path(sys.executable).with_name("dis-serve"))
 BASE_PORT = 28800
-# 32 prefixes of ~2,765 tokens are ~2,770 blocks of 32 tokens: one worker holds about two
+# 16 prefixes of ~2,765 tokens are ~1,390 blocks of 32 tokens: one worker holds about two
 # thirds of them, two workers all of them if each keeps its own share.
-WORKER_BLOCKS = 1800
+WORKER_BLOCKS = 1000
 
 
 def topology(work: Path, source: str, name: str, **changes) -> Path:
