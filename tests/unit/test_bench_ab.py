@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from dis_serve.bench.ab import ArmRuns, bucket_verdicts, compare_rows
-from dis_serve.bench.ab_report import write_compare_report
+from dis_serve.bench.ab_report import verdict_line, write_compare_report
 from dis_serve.bench.metrics import BenchResult
 from fixtures.aiperf.load import smoke_result
 
@@ -70,3 +70,11 @@ def test_report_writes_markdown_csv_json_and_every_plot(tmp_path):
     assert len(files.plots) == 4
     for png in files.plots:
         assert png.read_bytes().startswith(PNG_MAGIC), png
+
+
+def test_arms_less_than_one_good_request_apart_are_a_tie():
+    disagg = smoke_result("disagg")
+    verdicts = bucket_verdicts([_arm("first", [disagg, disagg]),
+                                _arm("second", [disagg, disagg])])
+    assert verdicts and all(v.tie for v in verdicts)
+    assert all("tie" in verdict_line(v) for v in verdicts)

@@ -104,6 +104,11 @@ class BucketVerdict(BaseModel):
     winner: str
     decided: bool | None = Field(description="The winner's range clears every other arm's; "
                                              "None without repetitions.")
+    tie: bool = Field(
+        default=False,
+        description="The arms are less than one good request apart (per second per GPU over "
+                    "the run): under a replayed trace both get the same arrivals, so equal "
+                    "good-request counts differ only by the runs' lengths.")
 
 
 def bucket_verdicts(arms: list[ArmRuns]) -> list[BucketVerdict]:
@@ -121,9 +126,17 @@ def bucket_verdicts(arms: list[ArmRuns]) -> list[BucketVerdict]:
             best = max(present, key=lambda c: c.value.mean)
             apart = [best.value.beyond(c.value) for c in present if c is not best]
             decided = None if None in apart else all(apart)
-            verdicts.append(BucketVerdict(load=point.display_value, bucket=label, row=row,
-                                          winner=best.arm, decided=decided))
+            margin = min(best.value.mean - c.value.mean for c in present if c is not best)
+            verdicts.append(BucketVerdict(
+                load=point.display_value, bucket=label, row=row, winner=best.arm,
+                decided=decided, tie=margin < _one_request(arms, point)))
     return verdicts
+
+
+def _one_request(arms: list[ArmRuns], point: SweepPoint) -> float:
+    """Goodput per GPU that one request more or less makes, in the longest-resolved run."""
+    return max((1.0 / (p.aiperf.duration_s * p.gpus) for arm in arms for p in arm.at(point)
+                if p.aiperf.duration_s > 0), default=0.0)
 
 
 def _bucket_getter(label: str) -> Callable[[PointResult], float | None]:

@@ -76,6 +76,8 @@ def change_text(cell) -> str:
 
 
 def verdict_line(v: BucketVerdict) -> str:
+    if v.tie:
+        return "tie: the arms are less than one good request apart"
     state = {True: "wins beyond the run-to-run spread", False: "leads, within the spread",
              None: "leads (one run per arm: no spread)"}[v.decided]
     return f"{v.winner} {state}"
