@@ -123,6 +123,7 @@ def test_smoke_on_the_demo_graph_writes_the_report_with_both_plots(smoke_run, de
         assert [p.pool for p in point.server.pools] == ["prefill", "decode"]
         assert point.server.unreachable == []
     assert "report: " in cli.stdout
+    assert "prefix cache at each point's start: 1 warm" in cli.stdout  # --url: history unknown
 
 
 def test_gate_passes_on_a_fresh_baseline_without_rerunning(home, smoke_run, demo_graph,

@@ -135,6 +135,17 @@ def _summary_table(result: BenchResult, title: str):
     return table
 
 
+def _cache_line(result: BenchResult) -> str:
+    """Which points started on cold workers, and how much the prefix cache served."""
+    parts = []
+    for p in result.points:
+        state = p.prefix_cache.value if p.prefix_cache else "unknown"
+        hits = p.aiperf.prefix_cache_hit_pct
+        parts.append(f"{p.point.display_value} {state}"
+                     + (f" ({hits:.0f}% of prompt tokens cached)" if hits is not None else ""))
+    return "prefix cache at each point's start: " + ", ".join(parts)
+
+
 def _load_topology(path: Path | None):
     from ..builtin import DEMO_TOPOLOGY
     from ..topology import Topology
@@ -199,6 +210,7 @@ def bench(
                                  on_event=lambda text: progress.console.print(text))
     console.print(_summary_table(run.result, f"{spec.name} on {topo.name} "
                                              f"({run.result.gpus} GPUs)"))
+    console.print(_cache_line(run.result), markup=False)
     console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
                   f"{run.files.latency_png.name}; data: {run.files.json.name}, "
                   f"{run.files.csv.name})", markup=False)
