@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .ab import ArmRuns, spread
 from .metrics import METRICS_BY_KEY
-from .plots import _load_axis, _pyplot, _save
+from .plots import load_axis, pyplot, save_figure
 from .requests import RECORDS_FILE, read_records
 from .sweep import artifact_dir
 
@@ -23,7 +23,7 @@ def write_ab_plots(arms: list[ArmRuns], out_dir: Path) -> list[Path]:
 
 def write_cdf(arms: list[ArmRuns], out_dir: Path) -> Path:
     """TTFT and ITL CDFs at the heaviest load point, all repetitions pooled."""
-    plt = _pyplot()
+    plt = pyplot()
     scenario = arms[0].runs[0].scenario
     point = max(scenario.points(), key=lambda p: p.value)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -47,12 +47,12 @@ def write_cdf(arms: list[ArmRuns], out_dir: Path) -> Path:
         ax.set_xlim(left=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    return _save(plt, fig, out_dir / CDF_FILE)
+    return save_figure(plt, fig, out_dir / CDF_FILE)
 
 
 def write_goodput(arms: list[ArmRuns], out_dir: Path) -> Path:
     """Goodput per GPU against load; bars span the repetitions' range."""
-    plt = _pyplot()
+    plt = pyplot()
     scenario = arms[0].runs[0].scenario
     points = sorted(scenario.points(), key=lambda p: p.value)
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -64,18 +64,18 @@ def write_goodput(arms: list[ArmRuns], out_dir: Path) -> Path:
         ax.errorbar(xs, [s.mean for s in found],
                     yerr=[[s.mean - s.low for s in found], [s.high - s.mean for s in found]],
                     marker="o", capsize=4, label=arm.label)
-    _load_axis(ax, [p.value for p in points], scenario.load_kind.label)
+    load_axis(ax, [p.value for p in points], scenario.load_kind.label)
     ax.set_ylabel("goodput per GPU (req/s/GPU meeting the SLA)")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(f"{scenario.name}: goodput per GPU against load", fontsize=10)
-    return _save(plt, fig, out_dir / GOODPUT_FILE)
+    return save_figure(plt, fig, out_dir / GOODPUT_FILE)
 
 
 def write_hit_rate(arms: list[ArmRuns], out_dir: Path) -> Path:
     """Prefix-cache hit rate per arm and load point; bars span the repetitions."""
-    plt = _pyplot()
+    plt = pyplot()
     points = arms[0].runs[0].scenario.points()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     width = 0.8 / len(arms)
@@ -94,4 +94,4 @@ def write_hit_rate(arms: list[ArmRuns], out_dir: Path) -> Path:
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title("Prefix-cache hit rate per arm (workers' cached-token counts)", fontsize=10)
-    return _save(plt, fig, out_dir / HIT_RATE_FILE)
+    return save_figure(plt, fig, out_dir / HIT_RATE_FILE)

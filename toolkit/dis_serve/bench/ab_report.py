@@ -13,7 +13,7 @@ from .ab import ArmRuns, BucketVerdict, Row, Spread, bucket_verdicts, compare_ro
 from .ab_plots import CDF_FILE, GOODPUT_FILE, HIT_RATE_FILE, write_ab_plots
 from .metrics import METRICS_BY_KEY
 from .plots import COMPARE_FILE, write_compare
-from .report import _table
+from .report import markdown_table
 
 COMPARE_MD = "compare.md"
 COMPARE_CSV = "compare.csv"
@@ -108,10 +108,10 @@ def compare_markdown(arms: list[ArmRuns], rows: list[Row], verdicts: list[Bucket
     body = [[row.load, f"{METRICS_BY_KEY[row.metric].title} ({METRICS_BY_KEY[row.metric].unit})",
              *(spread_text(c.value) for c in row.cells),
              *(change_text(c) for c in row.cells[1:])] for row in rows]
-    lines += ["", "## Metrics per arm", "", *_table(header, body)]
+    lines += ["", "## Metrics per arm", "", *markdown_table(header, body)]
     if verdicts:
         lines += ["", "## Goodput per GPU under the SLA, by input length", "",
-                  *_table([s.load_kind.label.capitalize(), "Input tokens",
+                  *markdown_table([s.load_kind.label.capitalize(), "Input tokens",
                            *(a.label for a in arms), "Verdict"],
                           ([v.load, v.bucket, *(spread_text(c.value) for c in v.row.cells),
                             verdict_line(v)] for v in verdicts))]

@@ -99,7 +99,7 @@ def _sig(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
-def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+def markdown_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -159,7 +159,7 @@ def report_markdown(result: BenchResult) -> str:
     if s.description:
         lines += ["", s.description.strip()]
     lines += ["", "## Throughput and goodput", ""]
-    lines += _table(
+    lines += markdown_table(
         [load.capitalize(), "Req/s", "Output tok/s", "Tok/s/GPU", "Tok/s/user",
          "Goodput req/s", "Good %", "Errors"],
         ([p.point.display_value, _fmt(p.aiperf.request_throughput, 2),
@@ -170,7 +170,7 @@ def report_markdown(result: BenchResult) -> str:
     lines += ["", "## Latency (ms)", ""]
     keys = ["ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms",
             "itl_p99_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms"]
-    lines += _table([load.capitalize(), *(METRICS_BY_KEY[k].title for k in keys)],
+    lines += markdown_table([load.capitalize(), *(METRICS_BY_KEY[k].title for k in keys)],
                     ([p.point.display_value, *(_fmt(METRICS_BY_KEY[k].get(p), 1) for k in keys)]
                      for p in result.points))
     lines += _server_section(result, load)
@@ -195,7 +195,7 @@ def _server_section(result: BenchResult, load: str) -> list[str]:
             rows.append(_frontend_row(p.point.display_value, p.server.frontend))
         rows += [_pool_row(p.point.display_value, pool) for pool in p.server.pools]
     if rows:
-        lines += _table([load.capitalize(), "Pool", "Workers", "Queue mean", "Queue peak",
+        lines += markdown_table([load.capitalize(), "Pool", "Workers", "Queue mean", "Queue peak",
                          "Active mean", "Active peak", "KV % mean", "KV % peak"], rows)
     else:
         lines.append("No server metrics were collected.")
