@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity", "plan_vs_aiconfigurator",
-              "plan_scale"]
+BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity",
+              "plan_vs_aiconfigurator", "plan_scale", "workloads"]
 
 
 def main(names: list[str]) -> int:
