@@ -77,11 +77,11 @@ class Replay(Latencies):
 class VerificationStep(_Frozen):
     """One replay the planner ran before offering a plan."""
 
-    mode: Mode
+    mode: Mode = Field(description="agg or disagg.")
     deployment: str = Field(description="Its label.")
     requests_per_s: Figure = Field(description="The rate it was replayed at.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
-    passed: bool
+    passed: bool = Field(description="Whether at least 90% did.")
 
 
 class PerformanceModelInfo(_Frozen):
@@ -91,9 +91,9 @@ class PerformanceModelInfo(_Frozen):
 
 
 class WorkloadInfo(_Frozen):
-    isl: int
-    osl: int
-    rate: float | None
+    isl: int = Field(description="Prompt tokens planned for (a trace's mean).")
+    osl: int = Field(description="Output tokens planned for (a trace's mean).")
+    rate: float | None = Field(description="Requests/s asked for (None: most goodput).")
 
 
 class SavingsInfo(_Frozen):
@@ -101,22 +101,22 @@ class SavingsInfo(_Frozen):
     agg_gpus: int = Field(description="GPUs the aggregated deployment needs.")
     share: float = Field(description="gpus / agg_gpus.")
     yearly_usd: int = Field(description="What the saved GPUs cost a year.")
-    price_per_gpu_hour: float
+    price_per_gpu_hour: float = Field(description="USD per GPU-hour it was priced at.")
 
 
 class CalibrationPoint(_Frozen):
     """One measured point against the model's prediction, before and after calibration."""
 
     source: str = Field(description="results.json and the sweep point.")
-    isl: int
-    osl: int
+    isl: int = Field(description="Mean prompt tokens AIPerf sent.")
+    osl: int = Field(description="Mean output tokens AIPerf received.")
     requests_per_s: float = Field(description="Measured throughput the point is predicted at.")
-    measured_ttft_ms: float
-    measured_itl_ms: float
+    measured_ttft_ms: float = Field(description="AIPerf's mean TTFT.")
+    measured_itl_ms: float = Field(description="AIPerf's mean ITL.")
     predicted_ttft_ms: float = Field(description="Before calibration.")
     predicted_itl_ms: float = Field(description="Before calibration.")
-    calibrated_ttft_ms: float
-    calibrated_itl_ms: float
+    calibrated_ttft_ms: float = Field(description="Predicted mean TTFT with the factors.")
+    calibrated_itl_ms: float = Field(description="Predicted mean ITL with the factors.")
 
 
 class Calibration(_Frozen):
@@ -134,17 +134,17 @@ class Calibration(_Frozen):
 class PlanOutcome(_Frozen):
     """Everything `dis-serve plan` decided and checked (`plan.json`)."""
 
-    request: PlanRequest
+    request: PlanRequest = Field(description="What was asked.")
     title: str = Field(description="Model, GPU, lengths, objective and SLA in one line.")
-    workload: WorkloadInfo
-    performance_model: PerformanceModelInfo
+    workload: WorkloadInfo = Field(description="The lengths and rate planned for.")
+    performance_model: PerformanceModelInfo = Field(description="Which model answered.")
     calibration: Calibration | None = Field(
         default=None, description="Factors fitted from `bench` results, planned with.")
-    plan: Deployment
+    plan: Deployment = Field(description="The deployment offered.")
     plan_yearly_usd: int = Field(description="What the plan's GPUs cost a year.")
-    disaggregation_pays: bool
-    verdict: str
-    savings: SavingsInfo | None
+    disaggregation_pays: bool = Field(description="Whether disagg beats agg by 5%+.")
+    verdict: str = Field(description="Why the plan is the mode it is, in one sentence.")
+    savings: SavingsInfo | None = Field(description="Against the best agg deployment.")
     top_disaggregated: list[Deployment]
     top_aggregated: list[Deployment]
     split: Deployment | None = Field(description="The fixed split at its best, if asked.")
@@ -154,5 +154,5 @@ class PlanOutcome(_Frozen):
         description="Every replay taken to verify the plan, in order.")
     emit_refused: str | None = Field(
         default=None, description="Why --emit wrote nothing (the plan failed its replay).")
-    planning_seconds: float
+    planning_seconds: float = Field(description="Wall time of the search.")
     files: dict[str, str] = Field(description="What was written, by what it is.")
