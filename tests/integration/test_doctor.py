@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -227,3 +228,30 @@ def test_an_etcd_and_nats_that_do_not_answer_are_findings_not_a_hang(run_cli):
     assert result.exit_code == 1
     codes = [f["code"] for f in json.loads(result.stdout)["findings"]]
     assert codes == ["etcd-unreachable", "nats-unreachable"]
+
+
+def test_watch_refreshes_count_times_and_exits_with_the_last_reports_code(tmp_path):
+    topo = _topology("it-doc-watch", 18700)
+    log = tmp_path / "watch.log"
+    with start_graph(topo, run_root=tmp_path, policy=NO_RESTART) as graph, \
+            log.open("w") as out:
+        watch = subprocess.Popen(
+            [DIS_SERVE, "doctor", topo.name, "--watch", "--count", "3", "--interval", "1",
+             "--window", "0.5"], stdout=out, stderr=subprocess.STDOUT, text=True,
+            env=os.environ | {"DIS_SERVE_HOME": str(tmp_path), "PYTHONUNBUFFERED": "1",
+                              "COLUMNS": "200"})
+        try:
+            assert wait_until(lambda: "report 1 of 3" in log.read_text(), timeout=60)
+            # The first report saw a healthy graph; the last one sees a dead worker.
+            os.killpg(graph.status().process("decode-0").pid, signal.SIGKILL)
+            code = watch.wait(timeout=60)
+        finally:
+            if watch.poll() is None:
+                watch.kill()
+                watch.wait()
+    text = log.read_text()
+    heads = list(re.finditer(r"^report (\d) of 3 at ", text, re.MULTILINE))
+    assert [h.group(1) for h in heads] == ["1", "2", "3"], text
+    assert f"{topo.name}: healthy" in text[heads[0].end():heads[1].start()]
+    assert "stale-registration" in text[heads[2].end():]
+    assert code == 1, text

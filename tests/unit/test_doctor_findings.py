@@ -155,6 +155,7 @@ def test_a_stopped_graph_is_bad_input_not_an_unreachable_etcd(run_cli, tmp_path,
     (["--etcd", "127.0.0.1:2379", "--namespace", "ns"], ["--etcd", "http://"]),
     (["--etcd", "http://h:2379", "--namespace", "ns", "--nats", "http://h:4222"], ["--nats"]),
     (["--watch", "--json"], ["--watch"]),
+    (["--count", "3"], ["--count", "--watch"]),
     (["--clean", "dis-serve-x"], ["--clean", "--etcd"]),
 ])
 def test_bad_doctor_input_is_one_line_and_exit_code_2(run_cli, args, fragments):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
@@ -199,9 +201,13 @@ def doctor(
     window: Annotated[float, typer.Option(
         help="Seconds to listen to the namespace's NATS subjects.", min=0.1, max=60)] = 3.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C.")] = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", help="Refresh until Ctrl-C (or --count reports); exit with the last "
+                        "report's code.")] = False,
     interval: Annotated[float, typer.Option(
         help="Seconds between --watch refreshes.", min=0.5)] = 5.0,
+    count: Annotated[int | None, typer.Option(
+        "--count", help="With --watch: stop after this many reports.", min=1)] = None,
     clean: Annotated[str | None, typer.Option(
         "--clean", metavar="NS",
         help="Delete namespace NS's etcd keys and JetStream streams (a crashed graph's "
@@ -213,6 +219,9 @@ def doctor(
     if watch and as_json:
         raise UserInputError("--watch and --json do not go together", key="--watch",
                              fix="use one")
+    if count is not None and not watch:
+        raise UserInputError("--count bounds --watch, which was not given", key="--count",
+                             fix="add --watch, or drop --count")
     if clean is not None and name is None and etcd is None:
         raise UserInputError("--clean needs the etcd that holds the namespace", key="--clean",
                              fix="add --etcd URL (and --nats URL), or a graph name")
@@ -223,7 +232,7 @@ def doctor(
         _clean(target, clean, yes)
         return
     if watch:
-        _watch(target, window, interval)
+        _watch(target, window, interval, count)
     report = _run(target, window)
     if as_json:
         console.print_json(report.model_dump_json(), indent=2)
@@ -238,18 +247,39 @@ def _run(target: DoctorTarget, window: float) -> DoctorReport:
     return run_doctor(target, window_s=window)
 
 
-def _watch(target: DoctorTarget, window: float, interval: float) -> None:
+def _watch(target: DoctorTarget, window: float, interval: float, count: int | None) -> None:
+    """On a terminal the report redraws in place; piped, each report follows the last (a log
+    a script can read as it grows)."""
     from rich.live import Live
 
-    report = _run(target, window)
+    healthy = False
+    live = Live(console=console, auto_refresh=False) if console.is_terminal else nullcontext()
     try:
-        with Live(render(report), console=console, auto_refresh=False) as live:
-            while True:
-                time.sleep(interval)
-                report = _run(target, window)
-                live.update(render(report), refresh=True)
+        with live:
+            for report, view in _reports(target, window, interval, count):
+                healthy = report.healthy
+                if isinstance(live, Live):
+                    live.update(view, refresh=True)
+                else:
+                    console.print(view)
     except KeyboardInterrupt:
-        raise typer.Exit(0 if report.healthy else 1) from None
+        pass
+    raise typer.Exit(0 if healthy else 1)
+
+
+def _reports(target: DoctorTarget, window: float, interval: float,
+             count: int | None) -> Iterator[tuple[DoctorReport, Group]]:
+    from rich.text import Text
+
+    shown = 0
+    while count is None or shown < count:
+        if shown:
+            time.sleep(interval)
+        report = _run(target, window)
+        shown += 1
+        of = f" of {count}" if count else ""
+        line = Text(f"report {shown}{of} at {time.strftime('%H:%M:%S')}, every {interval:g} s")
+        yield report, Group(line, render(report))
 
 
 def _clean(target: DoctorTarget, namespace: str, yes: bool) -> None:
