@@ -6,6 +6,10 @@ the hub cache only, so a plain directory path fails there ("Repo id must be in t
 ...") and the whole run stops. Giving AIPerf a repository id whose snapshot is the local
 directory (symlinked, nothing copied) works the same in the main process and in the
 workers, with no network either way.
+
+AIPerf also caches the prompts it synthesizes, keyed by the tokenizer's name: the name
+therefore changes whenever a file of the directory does (a rewritten tokenizer-only card),
+or AIPerf would keep sending prompts made with the old tokenizer.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class HubCacheView:
 def hub_cache_view(model_dir: Path, cache_dir: Path) -> HubCacheView:
     """The hub-cache entry for `model_dir` under `cache_dir` (created or refreshed)."""
     model_dir = model_dir.resolve()
-    digest = hashlib.sha256(str(model_dir).encode()).hexdigest()[:16]
+    digest = _identity(model_dir)
     name = f"card-{digest}"
     entry = cache_dir / f"models--{REPO_OWNER}--{name}"
     snapshot = entry / "snapshots" / digest
@@ -50,3 +54,14 @@ def hub_cache_view(model_dir: Path, cache_dir: Path) -> HubCacheView:
     (entry / "refs").mkdir(exist_ok=True)
     (entry / "refs" / "main").write_text(digest, encoding="utf-8")
     return HubCacheView(repo_id=f"{REPO_OWNER}/{name}", cache_dir=cache_dir)
+
+
+def _identity(model_dir: Path) -> str:
+    """The directory and each file's name, size and modification time: cheap even for a
+    directory of weights, and changed by any rewrite."""
+    identity = hashlib.sha256(str(model_dir).encode())
+    for source in sorted(model_dir.iterdir()):
+        if source.is_file():
+            stat = source.stat()
+            identity.update(f"\0{source.name}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    return identity.hexdigest()[:16]
