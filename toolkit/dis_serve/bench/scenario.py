@@ -172,10 +172,8 @@ class Scenario(_Strict):
                                   "is trace.speedup.")
     prompt_corpus: PromptCorpus = Field(
         default=PromptCorpus.SONNET,
-        description="sonnet | coding | random: text of synthetic prompts. Use random (token "
-                    "ids drawn from the model's vocabulary) with the mocker's tokenizer-only "
-                    "card: it knows no English words, so sonnet text becomes one repeated "
-                    "unknown token and every prompt looks cached.")
+        description="sonnet | coding | random: text of synthetic prompts (AIPerf's corpora; "
+                    "random draws token ids from the model's vocabulary).")
     reset_prefix_cache: bool = Field(
         default=False,
         description="Restart the workers before every point (and repetition) so each starts "
