@@ -50,7 +50,7 @@ def _bench(home, demo_graph, demo_file, scenario: Scenario):
 def test_shared_prefix_prompts_hit_the_workers_prefix_cache(home, demo_graph, demo_file):
     scenario = _scenario("wl-prefix", input_tokens={"mean": 512}, output_tokens={"mean": 8},
                          shared_prefix={"ratio": 0.75, "prefixes": 2},
-                         prompt_corpus="random", requests=12, concurrency=[2])
+                         requests=12, concurrency=[2])
     (point,) = _bench(home, demo_graph, demo_file, scenario)
     assert point.aiperf.errors == 0 and point.aiperf.completed_requests == 12
     # Two prefixes of 384 tokens in 12 requests: most prefix tokens come from the cache.
@@ -60,7 +60,7 @@ def test_shared_prefix_prompts_hit_the_workers_prefix_cache(home, demo_graph, de
 
 def test_multi_turn_chats_resend_the_conversation(home, demo_graph, demo_file):
     scenario = _scenario("wl-chat", input_tokens={"mean": 64}, output_tokens={"mean": 8},
-                         multi_turn={"turns": 2, "conversations": 4}, prompt_corpus="random",
+                         multi_turn={"turns": 2, "conversations": 4},
                          requests=8, concurrency=[2], input_buckets=[100])
     (point,) = _bench(home, demo_graph, demo_file, scenario)
     assert point.aiperf.errors == 0 and point.aiperf.completed_requests == 8
@@ -87,7 +87,7 @@ def test_trace_replays_every_row_on_its_timestamps(home, demo_graph, demo_file):
 def test_reset_prefix_cache_restarts_the_graph_before_every_point(home):
     topo_file = _topology_file(home, GRAPHS / "demo.yaml", "wl-cold", 28700)
     scenario = _scenario("wl-cold", input_tokens={"mean": 256}, output_tokens={"mean": 4},
-                         shared_prefix={"ratio": 0.5, "prefixes": 1}, prompt_corpus="random",
+                         shared_prefix={"ratio": 0.5, "prefixes": 1},
                          requests=4, concurrency=[1, 2], reset_prefix_cache=True)
     run = bench_topology(load_model_file(Topology, topo_file), scenario, home / "wl-cold",
                          topology_file=topo_file, run_root=home)
@@ -102,7 +102,7 @@ def test_router_ab_runs_from_one_command_with_repetitions(home):
     scenario = home / "wl-ab-scenario.yaml"
     scenario.write_text(yaml.safe_dump({
         "name": "wl-ab", "input_tokens": {"mean": 256}, "output_tokens": {"mean": 4},
-        "shared_prefix": {"ratio": 0.75, "prefixes": 4}, "prompt_corpus": "random",
+        "shared_prefix": {"ratio": 0.75, "prefixes": 4},
         "requests": 8, "concurrency": [2], "reset_prefix_cache": True, "sla": SLA}))
     out = home / "ab"
     result = _cli(home, "compare", agg, "--vary", "router.mode=kv,round-robin",

@@ -54,7 +54,8 @@ def measured_run(tmp_path_factory) -> Path:
         (np.array(tables.decode_itl) * DECODE_TRUTH).tolist()), folder / "truth.npz")
     topo = plan_topology(plan, request, result.workload, mock=True, profile=truth)
     data = relocate(yaml.safe_load(topology_yaml(topo, "calibration test")), "calib", PORT_BASE)
-    # AIPerf's text through the tokenizer-only card repeats; every prefill must be timed.
+    # Both load points send the same seeded prompts: with prefix caching the second would
+    # find them cached, and every prefill must be timed.
     data["mocker"]["prefix_caching"] = False
     topo_file = folder / "calib.yaml"
     topo_file.write_text(yaml.safe_dump(data, sort_keys=False))
