@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import assert_one_line_error
 
 PLAN = ("plan", "--model", "llama-3.1-70b", "--isl", "3000", "--osl", "500",
