@@ -28,6 +28,26 @@ def validate(
         console.print(f"ok {path}: {topo.name} ({topo.backend.value}, {topo.mode.value}: "
                       f"{pools}; {topo.total_gpus}/{topo.hardware.total_gpus} GPUs)",
                       markup=False)
+        if topo.placement.kind.multi_node:
+            _print_placement(topo)
+
+
+def _print_placement(topo) -> None:  # Topology
+    from rich.table import Table
+
+    from ..placement import node_layout, placement_warnings
+
+    table = Table(title=f"placement: {topo.placement.kind.value}", title_justify="left")
+    for column in ("node", "address", "GPUs", "processes"):
+        table.add_column(column)
+    for node in node_layout(topo):
+        used = sum(len(w.gpus) for w in node.workers)
+        table.add_row(node.name + (" (head)" if node.head else ""),
+                      node.address or "resolved at run time", f"{used}/{node.gpus}",
+                      ", ".join(node.processes) or "-")
+    console.print(table)
+    for warning in placement_warnings(topo):
+        console.print(f"warning: {warning}", markup=False)
 
 
 def render(
