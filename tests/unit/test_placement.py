@@ -45,7 +45,7 @@ def test_the_70b_graph_on_slurm_puts_prefill_on_the_head_and_decode_on_five_node
 
 
 def test_a_host_count_that_disagrees_with_hardware_nodes_is_refused():
-    with pytest.raises(ValidationError, match="lists 2 nodes but hardware.nodes is 1"):
+    with pytest.raises(ValidationError, match=r"lists 2 nodes but hardware\.nodes is 1"):
         _topo(DEMO, TWO_HOSTS)
 
 
