@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError, UserInputError
+from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..topology import Topology
 from .server_metrics import MetricsEndpoint, graph_endpoints
@@ -83,8 +84,7 @@ def check_endpoint(url: str, model: str, *, topology_file: str | None = None,
     import httpx
 
     try:
-        # No proxies, like AIPerf's own client: what AIPerf cannot reach directly fails here.
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        with direct_client(timeout_s) as client:
             response = client.get(f"{url}/v1/models")
     except httpx.HTTPError as exc:
         raise RunError(f"cannot reach {url} ({type(exc).__name__}: {exc or 'no answer'}); "
