@@ -60,6 +60,8 @@ def prepare_run(topo: Topology, run_root: Path | None = None) -> PreparedRun:
         elif path.exists():
             path.unlink()
     run_dir.prepare()
+    # A Slurm job record from an earlier `up` of this name would make `down` cancel that job.
+    run_dir.slurm_job_file.unlink(missing_ok=True)
     if plan.needs_model_card:
         write_model_card(Path(plan.model_path), topo.model.resolved_architecture(),
                          name=topo.model.id)

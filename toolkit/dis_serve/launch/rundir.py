@@ -70,8 +70,14 @@ class RunDir:
     def log_file(self, process: str) -> Path:
         return self.logs / f"{process}.log"
 
+    @property
+    def slurm_job_file(self) -> Path:
+        """A Slurm graph's record (launch/slurm_record.py) instead of a supervisor's state."""
+        return self.path / "slurm-job.json"
+
     def exists(self) -> bool:
-        return self.state_file.is_file() or self.plan_file.is_file()
+        return (self.state_file.is_file() or self.plan_file.is_file()
+                or self.slurm_job_file.is_file())
 
     def prepare(self) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
