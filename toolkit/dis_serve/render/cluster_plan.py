@@ -88,8 +88,10 @@ def _frontend_host(topo: Topology, head_address: str) -> str:
     return topo.frontend.host if "host" in topo.frontend.model_fields_set else head_address
 
 
-def _target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
-            address: str) -> TargetParams:
+def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
+                address: str) -> TargetParams:
+    """Dynamo's parameters for a process on the node at `address`: it listens on and
+    advertises that address and finds etcd and NATS on the head node."""
     coord = topo.coordination
     etcd = (f"http://{head}:{coord.etcd.client_port}"
             if coord.etcd.mode is EtcdMode.EMBEDDED else coord.etcd.url)
@@ -129,7 +131,7 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
     nodes = []
     for node in layout:
         address = ctx.node_addresses[node.index]
-        target = _target(topo, ctx, model_path, head_address, address)
+        target = node_target(topo, ctx, model_path, head_address, address)
         specs = _head_processes(topo, ctx, target, address) if node.head else []
         for slot in node.workers:
             specs.append(worker_spec(topo, slot, target, ports[slot.name],
