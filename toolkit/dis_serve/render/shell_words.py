@@ -118,9 +118,12 @@ def stop_function(grace_s: int = 5) -> list[str]:
         "  for i in \"${pids[@]}\"; do kill -KILL \"$i\" 2>/dev/null || true; done",
         "}",
         "stop_all() {",
-        "  trap - EXIT INT TERM",
+        "  trap - EXIT",
         "  stop_pids \"${PIDS[@]}\"",
         "  stop_pids \"${INFRA_PIDS[@]}\"",
         "}",
-        "trap stop_all EXIT INT TERM",
+        # A signal ends the script (not just the command it was waiting on); leaving runs
+        # stop_all, whatever the reason.
+        "trap stop_all EXIT",
+        "trap 'exit 143' INT TERM",
     ]

@@ -19,11 +19,12 @@ stop_pids() {  # PID...: SIGTERM in reverse order, wait, SIGKILL what is left
   for i in "${pids[@]}"; do kill -KILL "$i" 2>/dev/null || true; done
 }
 stop_all() {
-  trap - EXIT INT TERM
+  trap - EXIT
   stop_pids "${PIDS[@]}"
   stop_pids "${INFRA_PIDS[@]}"
 }
-trap stop_all EXIT INT TERM
+trap stop_all EXIT
+trap 'exit 143' INT TERM
 wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
   for _ in $(seq 1 600); do
     if eval "$2"; then echo "ready: $1"; return 0; fi
