@@ -25,7 +25,7 @@ from dis_serve.topology import Topology
 pytestmark = pytest.mark.integration
 BASE = 18500
 TOKEN_ENV = "IT_HOSTS_NATS_TOKEN"
-TOKEN = "it-hosts-token-5f3a9c"  # noqa: S105 (a test token)
+TOKEN = "it-hosts-token-5f3a9c"
 
 
 def _topology(tmp_path: Path) -> Topology:
