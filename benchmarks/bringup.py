@@ -41,7 +41,7 @@ TARGET_RATIO = 1.3
 
 
 def demo_topology(name: str) -> dict:
-    from dis_serve.relocate import relocated_demo
+    from relocate import relocated_demo
 
     return relocated_demo(name, BASE_PORT)
 

@@ -39,7 +39,7 @@ MB = 1024 * 1024
 
 
 def demo_file(work: Path) -> Path:
-    from dis_serve.relocate import relocated_demo
+    from relocate import relocated_demo
 
     path = work / "footprint.yaml"
     path.write_text(yaml.safe_dump(relocated_demo("bench-footprint", BASE_PORT), sort_keys=False))

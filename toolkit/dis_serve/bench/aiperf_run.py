@@ -24,7 +24,7 @@ from pathlib import Path
 from ..ansi import strip_ansi
 from ..errors import RunError
 from ..launch.stopping import signal_group, stop_processes
-from .scenario import LoadKind, Scenario, SweepPoint
+from .scenario import Scenario, SweepPoint
 
 EXPORT_FILE = "profile_export_aiperf.json"
 SERVER_METRICS_FILE = "server_metrics_export.json"
@@ -78,10 +78,7 @@ def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
                               f"inter_token_latency:{scenario.sla.itl_ms:g}"]
     if scenario.ignore_eos:
         argv += ["--extra-inputs", "ignore_eos:true"]
-    if point.kind is LoadKind.CONCURRENCY:
-        argv += ["--concurrency", str(int(point.value))]
-    else:
-        argv += ["--request-rate", point.display_value]
+    argv += [point.kind.aiperf_flag, point.aiperf_value]
     if scenario.requests is not None:
         argv += ["--request-count", str(scenario.requests)]
     else:

@@ -54,11 +54,16 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
 
 
 def plan_of(topo: Topology) -> LaunchPlan:
-    """The launch plan a graph of this topology runs: served model name, worker ports, and
-    (when `dis-serve up` started it from this directory) its model card's path."""
+    """The launch plan the graph runs (served model name, worker ports, model card path): the
+    one `dis-serve up` wrote to its run directory for this topology, read back; rendered
+    only for a graph started elsewhere (another directory or machine), which has none here."""
     from ..launch.rundir import RunDir
 
-    return render_launch_plan(topo, RenderContext(run_dir=RunDir.for_graph(topo.name).path))
+    run = RunDir.for_graph(topo.name)
+    recorded = run.plan_rendered_from(topo)
+    if recorded is not None:
+        return recorded
+    return render_launch_plan(topo, RenderContext(run_dir=run.path))
 
 
 def resolve_tokenizer(topo: Topology, plan: LaunchPlan, explicit: str | None) -> str:
