@@ -18,9 +18,9 @@ import yaml
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.model_card import write_model_card
-from dis_serve.relocate import relocate
 from dis_serve.render.hosts import render_hosts_files
 from dis_serve.topology import Topology
+from relocate import relocate
 
 pytestmark = pytest.mark.integration
 BASE = 18500

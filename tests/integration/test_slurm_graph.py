@@ -17,7 +17,7 @@ import yaml
 from conftest import GRAPHS
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.slurm_record import read_job
-from dis_serve.relocate import relocate
+from relocate import relocate
 from slurm_cluster import SlurmCluster, unavailable_reason
 
 pytestmark = pytest.mark.integration
