@@ -23,7 +23,13 @@ from ..topology import Backend, Topology
 from .control import claim
 from .model_card import write_model_card
 from .orphans import Leftover
-from .preflight import check_backend, check_ports, exposure_warnings, find_binaries
+from .preflight import (
+    check_backend,
+    check_placement,
+    check_ports,
+    exposure_warnings,
+    find_binaries,
+)
 from .process import DEFAULT_GRACE_S
 from .rundir import RunDir
 from .status import GraphStatus
@@ -46,6 +52,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None) -> PreparedRun:
     """Everything before the first process starts: claim the run directory (stopping what a
     dead supervisor left), preflight, render, write the model card and engine configs."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
+    check_placement(topo)
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
