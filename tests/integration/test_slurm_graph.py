@@ -14,7 +14,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import GRAPHS
+from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.slurm_record import read_job
 from relocate import relocate
@@ -67,7 +67,10 @@ def test_the_demo_graph_as_a_slurm_job_serves_and_down_cancels_it(slurm, tmp_pat
     assert job is not None and f"submitted Slurm job {job.job_id}" in up.stdout
     endpoint = f"http://127.0.0.1:{BASE}"
     assert "ready in" in up.stdout and endpoint in up.stdout
-    assert (run.path / "endpoint").read_text().strip() == endpoint
+    # The job writes it once its own checks pass, which may be a moment after `up` saw ready.
+    endpoint_file = run.path / "endpoint"
+    assert wait_until(endpoint_file.is_file, timeout=10)
+    assert endpoint_file.read_text().strip() == endpoint
     try:
         chat = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
                           json={"model": "demo-model", "max_tokens": 8,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import RunError
 from ..http_client import direct_client
 from ..render.cluster_plan import resolved_launch_plan
-from ..render.slurm import ADDRESSES_FILE, ENDPOINT_FILE
+from ..render.slurm import ADDRESSES_FILE
 from .readiness import PROBE_TIMEOUT_S, process_ready, router_view
 from .rundir import RunDir
 from .slurm_job import read_cluster_plan
@@ -68,7 +68,9 @@ def observe(run: RunDir, job: SlurmJob, client=None) -> SlurmGraphStatus:  # htt
         try:
             views = [ProcessView(name=p.name, node=p.node, ready=process_ready(own, p, launch))
                      for p in launch.processes]
-            if (run.path / ENDPOINT_FILE).is_file() and all(v.ready for v in views):
+            # Every probe passing is the job's own test before it writes ENDPOINT_FILE;
+            # probing from here does not wait for the job's next poll.
+            if all(v.ready for v in views):
                 view = router_view(own, launch)
                 endpoint, router, complete = launch.endpoint, view.describe(), view.complete
         finally:

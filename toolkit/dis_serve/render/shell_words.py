@@ -88,12 +88,13 @@ def pid_line(spec: ProcessSpec) -> str:
 
 
 def wait_ready_function(timeout_s: int = 300) -> list[str]:
-    """`wait_ready NAME CHECK`: poll CHECK twice a second until it passes or time runs out."""
+    """`wait_ready NAME CHECK`: poll CHECK ten times a second until it passes or time runs
+    out (the checks are a TCP connect or a local curl: cheap next to a late start)."""
     return [
         f"wait_ready() {{  # NAME CHECK: poll CHECK for up to {timeout_s} s",
-        f"  for _ in $(seq 1 {timeout_s * 2}); do",
+        f"  for _ in $(seq 1 {timeout_s * 10}); do",
         "    if eval \"$2\"; then echo \"ready: $1\"; return 0; fi",
-        "    sleep 0.5",
+        "    sleep 0.1",
         "  done",
         f"  echo \"not ready after {timeout_s} s: $1 (see $LOGS/$1.log)\" >&2; exit 1",
         "}",

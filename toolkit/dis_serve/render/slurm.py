@@ -140,11 +140,11 @@ def _step_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
     dynamo = [p for p in processes if p not in infra]
     lines: list[str] = []
     for spec in infra:
-        # Dynamo needs etcd and NATS to accept connections, not etcd's election to be over.
-        port = spec.ports["client"]
         lines += ["", f"# {spec.name} on the head node",
-                  f"{_srun_words(topo, spec)} {command_words(spec)} &", pid_line(spec),
-                  wait_line(spec, tcp_check(plan.head.address, port))]
+                  f"{_srun_words(topo, spec)} {command_words(spec)} &", pid_line(spec)]
+    # Dynamo needs etcd and NATS to accept connections, not etcd's election to be over.
+    lines += [wait_line(spec, tcp_check(plan.head.address, spec.ports["client"]))
+              for spec in infra]
     for spec in dynamo:
         where = f"node {spec.node}" + (f", {len(spec.gpus)} GPUs" if spec.gpus else "")
         lines += ["", f"# {spec.name} ({where})",

@@ -24,9 +24,9 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 143' INT TERM
 wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 3000); do
     if eval "$2"; then echo "ready: $1"; return 0; fi
-    sleep 0.5
+    sleep 0.1
   done
   echo "not ready after 300 s: $1 (see $LOGS/$1.log)" >&2; exit 1
 }
