@@ -16,7 +16,15 @@ from pathlib import Path
 from ..atomic_file import write_atomic
 from ..errors import PreflightError, RunError
 from ..render.cluster_plan import ClusterPlan
-from ..render.slurm import JOB_LOG, render_sbatch_script, render_slurm_plan, slurm_settings
+from ..render.slurm import (
+    ADDRESSES_FILE,
+    ENDPOINT_FILE,
+    JOB_LOG,
+    STARTED_FILE,
+    render_sbatch_script,
+    render_slurm_plan,
+    slurm_settings,
+)
 from ..topology import PlacementKind, Topology
 from .graph import local_model_dir
 from .model_card import write_model_card
@@ -27,7 +35,16 @@ from .slurm_record import SlurmJob, job_state, read_job, slurm_command
 SCRIPT_FILE = "job.sbatch"
 CLUSTER_PLAN_FILE = "cluster-plan.json"
 # Left from an earlier job of the same graph; the new job must not be judged by them.
-_EPHEMERAL = ("etcd-data", "nats-data", "logs", "endpoint", "addresses", "state.json")
+_EPHEMERAL = ("etcd-data", "nats-data", "logs", ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
+              "state.json")
+
+
+def job_started_at(run: RunDir) -> float | None:
+    """Unix time the job's batch script started (None before it has)."""
+    try:
+        return float((run.path / STARTED_FILE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def read_cluster_plan(run: RunDir) -> ClusterPlan:

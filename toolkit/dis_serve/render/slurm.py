@@ -31,6 +31,8 @@ from .shell_words import (
 ENDPOINT_FILE = "endpoint"
 # NODE_ADDR_<i>=<address> per line: what `dis-serve up` probes the processes at.
 ADDRESSES_FILE = "addresses"
+# Unix time the batch script started: submit to this is the scheduler's (and launch's) share.
+STARTED_FILE = "job-started"
 # The batch script's own output, beside the processes' logs (`up` passes it to sbatch).
 JOB_LOG = "slurm-%j.log"
 
@@ -169,6 +171,7 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
         "# Submit with sbatch; the endpoint URL appears in $RUN_DIR/endpoint once ready.",
         "set -euo pipefail",
         where,
+        f'date +%s.%N > "$RUN_DIR/{STARTED_FILE}"',
         'LOGS="$RUN_DIR/logs"',
         f'mkdir -p "$LOGS"; rm -f "$RUN_DIR/{ENDPOINT_FILE}" "$RUN_DIR/{ADDRESSES_FILE}"',
         *token_lines(topo.coordination.nats.auth),
