@@ -8,7 +8,6 @@ writes `addresses`, `endpoint` and `logs/` there) and through squeue and scancel
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,8 +25,7 @@ from ..render.slurm import (
     slurm_settings,
 )
 from ..topology import PlacementKind, Topology
-from .graph import local_model_dir
-from .model_card import write_model_card
+from .graph import local_model_dir, write_worker_inputs
 from .preflight import find_binaries
 from .rundir import RunDir
 from .slurm_record import SlurmJob, job_state, read_job, slurm_command
@@ -52,12 +50,7 @@ def read_cluster_plan(run: RunDir) -> ClusterPlan:
 
 
 def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
-    for name in _EPHEMERAL:
-        path = run.path / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    run.remove(_EPHEMERAL)
     run.prepare()
     root = str(run.path)
     in_container = slurm_settings(topo).container_image is not None
@@ -67,13 +60,7 @@ def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
         kwargs |= {"python": sys.executable, "etcd_bin": binaries.etcd,
                    "nats_bin": binaries.nats}
     plan = render_slurm_plan(topo, run_dir=root, **kwargs)
-    if plan.needs_model_card:
-        write_model_card(Path(plan.model_path), topo.model.resolved_architecture(),
-                         name=topo.model.id)
-    if topo.backend.uses_engine_config:
-        from ..render.engine_config import write_engine_configs
-
-        write_engine_configs(topo, run.path)
+    write_worker_inputs(topo, run.path, plan.model_path if plan.needs_model_card else None)
     (run.path / SCRIPT_FILE).write_text(render_sbatch_script(topo, run_dir=root, **kwargs))
     write_atomic(run.path / CLUSTER_PLAN_FILE, plan.model_dump_json(indent=2))
     write_atomic(run.topology_file, topo.model_dump_json(indent=2))
