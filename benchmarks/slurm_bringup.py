@@ -38,6 +38,8 @@ def _topology(work: Path, source: str, name: str, base: int) -> Path:
     from relocate import relocate
 
     data = relocate(yaml.safe_load((REPO / "graphs" / source).read_text()), name, base)
+    if "placement" in data:  # on this machine's loopback, whatever the host name resolves to
+        data["placement"]["slurm"]["interface"] = "lo"
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

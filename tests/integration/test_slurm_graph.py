@@ -37,6 +37,16 @@ def slurm(tmp_path_factory):
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
+def _topology(tmp_path: Path, name: str, base: int) -> Path:
+    """The demo-slurm graph on its own ports, its processes on this machine's loopback
+    interface whatever the host name resolves to."""
+    data = relocate(yaml.safe_load((GRAPHS / "demo-slurm.yaml").read_text()), name, base)
+    data["placement"]["slurm"]["interface"] = "lo"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 def _cli(slurm: SlurmCluster, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True, timeout=180,
                           env=slurm.env | {"DIS_SERVE_HOME": str(home)}, check=False)
@@ -56,9 +66,7 @@ def _job_processes(job_id: str, run_dir: Path) -> list[str]:
 
 def test_the_demo_graph_as_a_slurm_job_serves_and_down_cancels_it(slurm, tmp_path):
     home = tmp_path / "home"
-    data = relocate(yaml.safe_load((GRAPHS / "demo-slurm.yaml").read_text()), "it-slurm", BASE)
-    topology = tmp_path / "it-slurm.yaml"
-    topology.write_text(yaml.safe_dump(data))
+    topology = _topology(tmp_path, "it-slurm", BASE)
 
     up = _cli(slurm, home, "up", str(topology), "--detach", "--timeout", "120")
     assert up.returncode == 0, up.stdout + up.stderr
@@ -100,10 +108,7 @@ def test_the_demo_graph_as_a_slurm_job_serves_and_down_cancels_it(slurm, tmp_pat
 
 def test_a_second_up_of_a_running_slurm_graph_is_refused(slurm, tmp_path):
     home = tmp_path / "home"
-    data = relocate(yaml.safe_load((GRAPHS / "demo-slurm.yaml").read_text()), "it-slurm2",
-                    BASE + 50)
-    topology = tmp_path / "it-slurm2.yaml"
-    topology.write_text(yaml.safe_dump(data))
+    topology = _topology(tmp_path, "it-slurm2", BASE + 50)
     first = _cli(slurm, home, "up", str(topology), "--detach")
     assert first.returncode == 0, first.stdout + first.stderr
     try:
