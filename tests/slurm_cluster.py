@@ -58,8 +58,9 @@ def _conf(root: Path, host: str) -> str:
         "AuthType=auth/munge",
         "CredType=cred/munge",
         f"AuthInfo=socket={root}/munge/munge.socket",
-        # Bind the address the host name resolves to, not every interface.
-        "CommunicationParameters=NoInAddrAny",
+        # Every daemon (slurmctld too) and srun bind the address the host name resolves to,
+        # not every interface.
+        "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny",
         # linuxproc and task/none need no cgroups, so this runs inside a container.
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
