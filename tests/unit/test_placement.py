@@ -97,3 +97,15 @@ def test_nats_beyond_loopback_without_a_token_warns_and_with_one_does_not():
 def test_nats_auth_needs_exactly_one_token_source():
     with pytest.raises(ValidationError, match="exactly one of token_file or token_env"):
         _topo(DEMO, coordination={"nats": {"auth": {}}})
+
+
+def test_a_partition_with_a_line_break_is_refused():
+    with pytest.raises(ValidationError, match=r"placement\.slurm\.partition .* #SBATCH line"):
+        _topo(DEMO, {"slurm": {"partition": "gpu\nrm -rf /"}})
+
+
+def test_a_host_address_must_be_an_address():
+    hosts = copy.deepcopy(TWO_HOSTS)
+    hosts["hosts"]["nodes"][1]["address"] = "10.0.0.2; reboot"
+    with pytest.raises(ValidationError, match="is not an IP address or host name"):
+        _topo(DEMO, hosts, hardware={"nodes": 2})

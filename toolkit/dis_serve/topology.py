@@ -384,8 +384,10 @@ class Etcd(_Strict):
 
 
 class NatsAuth(_Strict):
-    """NATS token authentication. The token is read where the processes start (from the
-    file or the environment variable) and never written into rendered files or logs."""
+    """NATS token authentication for the multi-node targets (hosts, Slurm), where NATS listens
+    on the head's cluster address; a local graph keeps NATS on loopback without it. The token
+    is read where the processes start (from the file or the environment variable) and never
+    written into rendered files or logs."""
 
     token_file: str | None = Field(
         default=None, description="File that holds the token (on every node).")
@@ -510,6 +512,10 @@ class KvInterconnect(StrEnum):
 
 
 HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+# An IPv4/IPv6 address or a DNS name: it lands in command lines and comments of scripts.
+ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}")
+# Partition, account and job names go on #SBATCH lines, which the shell does not quote.
+SLURM_WORD_RE = re.compile(r"[A-Za-z0-9_.,@+-]{1,128}")
 # Slurm's --time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 SLURM_TIME_RE = re.compile(r"\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}){0,2}")
 
@@ -752,6 +758,9 @@ class Topology(_Strict):
             if not HOST_NAME_RE.fullmatch(node.name):
                 raise ValueError(f"{key}.name {node.name!r} must be letters, digits, dots, "
                                  "dashes or underscores (it names node-<name>.sh)")
+            if not ADDRESS_RE.fullmatch(node.address):
+                raise ValueError(f"{key}.address {node.address!r} is not an IP address or host "
+                                 "name; give the node's cluster-facing address, e.g. 10.0.0.2")
             if names.count(node.name) > 1:
                 raise ValueError(f"{key}.name {node.name!r} is listed twice; name each node "
                                  "once")
@@ -779,6 +788,11 @@ class Topology(_Strict):
             raise ValueError(f"placement.slurm.gpus_per_node {slurm.gpus_per_node} is below "
                              f"hardware.gpus_per_node ({hw.gpus_per_node}); request "
                              f"{hw.gpus_per_node} or lower hardware.gpus_per_node")
+        for key in ("partition", "account", "job_name"):
+            value = getattr(slurm, key)
+            if value is not None and not SLURM_WORD_RE.fullmatch(value):
+                raise ValueError(f"placement.slurm.{key} {value!r} must be letters, digits and "
+                                 "_ . , @ + - (it goes on an #SBATCH line)")
         if not SLURM_TIME_RE.fullmatch(slurm.time_limit):
             raise ValueError(f"placement.slurm.time_limit {slurm.time_limit!r} is not a Slurm "
                              "time; use HH:MM:SS or D-HH:MM:SS")

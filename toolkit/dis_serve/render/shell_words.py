@@ -48,8 +48,9 @@ def command_words(spec: ProcessSpec) -> str:
 
 
 def readable(text: str) -> str:
-    """Text for a comment or a README: run-time variables shown as $NAME."""
-    return _RUNTIME.sub(lambda m: f"${m.group(1)}", text)
+    """Text for a comment or a README: run-time variables shown as $NAME, and on one line
+    (a line break in a value must never end a comment and start a command)."""
+    return " ".join(_RUNTIME.sub(lambda m: f"${m.group(1)}", text).splitlines())
 
 
 def resolve_runtime(text: str, values: dict[str, str]) -> str:
