@@ -44,11 +44,11 @@ def test_each_slurm_worker_runs_on_its_node_and_finds_etcd_and_nats_on_the_head(
     assert 'NATS_SERVER=nats://"${NODE_ADDR_0}":4222' in decode_9
 
 
-def test_slurm_hands_each_gpu_worker_its_own_gpus_and_shares_cpus_for_the_rest():
+def test_slurm_workers_share_the_nodes_cpus_and_pin_their_own_gpus():
     script = render_sbatch_script(DISAGG_70B)
-    for line in _lines(script, "python3 -m dynamo.trtllm"):
-        assert "--exact --gpus-per-task=4" in line
-        assert "CUDA_VISIBLE_DEVICES" not in line  # Slurm sets it for the step
+    decode_1 = _lines(script, "--job-name=decode-1 ")[0]
+    assert "--overlap" in decode_1 and "--exact" not in decode_1
+    assert "env CUDA_VISIBLE_DEVICES=4,5,6,7 " in decode_1
     frontend = _lines(script, "--job-name=frontend ")[0]
     assert "--overlap" in frontend and "--gres=none" in frontend
     assert "#SBATCH --gpus-per-node=8" in script and "#SBATCH --nodes=6" in script

@@ -44,9 +44,6 @@ class ClusterContext(BaseModel):
     model_path: str | None = Field(
         default=None, description="Model directory on every node (default: model.id; mocker "
                                   "without a local card: RUN_DIR/model-card).")
-    pin_gpus: bool = Field(
-        default=True, description="Set CUDA_VISIBLE_DEVICES per worker (False where the "
-                                  "scheduler assigns GPUs).")
 
 
 class NodeProcesses(BaseModel):
@@ -134,8 +131,7 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
         target = node_target(topo, ctx, model_path, head_address, address)
         specs = _head_processes(topo, ctx, target, address) if node.head else []
         for slot in node.workers:
-            specs.append(worker_spec(topo, slot, target, ports[slot.name],
-                                     pin_gpus=ctx.pin_gpus))
+            specs.append(worker_spec(topo, slot, target, ports[slot.name]))
         nodes.append(NodeProcesses(index=node.index, name=node.name, address=address,
                                    head=node.head, processes=specs))
     http_host = _frontend_host(topo, head_address)

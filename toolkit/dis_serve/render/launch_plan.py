@@ -140,17 +140,16 @@ def engine_config_path(run_dir: Path, role: PoolRole) -> Path:
     return run_dir / ENGINE_CONFIG_DIR / f"{role.value}.yaml"
 
 
-def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams, port: int, *,
-                pin_gpus: bool = True) -> ProcessSpec:
-    """A worker on its node, with its system port; `pin_gpus=False` where the scheduler
-    hands out GPUs itself (Slurm sets CUDA_VISIBLE_DEVICES for each step)."""
+def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
+                port: int) -> ProcessSpec:
+    """A worker on its node, with its system port and (GPU backends) its GPUs."""
     env = dynamo_env(topo, target) | {
         "DYN_SYSTEM_PORT": str(port),
         # Without it a 1.6.1 worker's /health never leaves "notready", although
         # Dynamo logs the variable as deprecated.
         "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]',
     }
-    if topo.backend.needs_gpu and pin_gpus:
+    if topo.backend.needs_gpu:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot.gpus)
     return ProcessSpec(
         name=slot.name, kind=ProcessKind.WORKER, role=slot.role,

@@ -54,8 +54,7 @@ def render_slurm_plan(topo: Topology, *, run_dir: str | None = None,
     return render_cluster_plan(topo, ClusterContext(
         run_dir=run_dir or runtime("RUN_DIR"),
         node_addresses=[runtime(node_address_var(i)) for i in range(nodes)],
-        python=python, etcd_bin=etcd_bin, nats_bin=nats_bin, model_path=model_path,
-        pin_gpus=False))
+        python=python, etcd_bin=etcd_bin, nats_bin=nats_bin, model_path=model_path))
 
 
 def _sbatch_lines(topo: Topology) -> list[str]:
@@ -77,17 +76,16 @@ def _sbatch_lines(topo: Topology) -> list[str]:
 
 
 def _srun_words(topo: Topology, spec: ProcessSpec) -> str:
-    """`srun` for one step on its node: GPU workers get their GPUs exclusively (Slurm sets
-    CUDA_VISIBLE_DEVICES); everything else shares the node's CPUs with them (--overlap)."""
+    """`srun` for one step on its node. Every step shares the node's CPUs with the others
+    (--overlap): a GPU worker sees the job's GPUs on its node and CUDA_VISIBLE_DEVICES picks
+    its own, as on the hosts target, so no step waits for CPUs another holds; etcd, NATS and
+    the frontend take no GPU (--gres=none)."""
     slurm = slurm_settings(topo)
     words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{spec.node}]}}"',
-             f"--job-name={shlex.quote(spec.name)}", f'--output="$LOGS/{spec.name}.log"']
-    if spec.kind is ProcessKind.WORKER and spec.gpus:
-        words += ["--exact", f"--gpus-per-task={len(spec.gpus)}"]
-    else:
-        words.append("--overlap")
-        if topo.backend.needs_gpu:
-            words.append("--gres=none")  # etcd, NATS, the frontend hold no GPU
+             f"--job-name={shlex.quote(spec.name)}", f'--output="$LOGS/{spec.name}.log"',
+             "--overlap"]
+    if topo.backend.needs_gpu and not spec.gpus:
+        words.append("--gres=none")
     if slurm.container_image:
         mounts = [*slurm.container_mounts, "$RUN_DIR:$RUN_DIR"]
         words += [f"--container-image={shlex.quote(slurm.container_image)}",
