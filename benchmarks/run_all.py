@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity", "plan_vs_aiconfigurator",
-              "slurm_bringup"]
+BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity",
+              "plan_vs_aiconfigurator", "workloads", "slurm_bringup"]
 
 
 def main(names: list[str]) -> int:
