@@ -187,7 +187,8 @@ def explain(mode: str, row: dict, aic: dict, ours: dict) -> str:
                          "pipeline-drain credit); the mocker charges every step")
     elif steps:
         lines.append(f"the model's first-ranked deployment ({steps[0].deployment}) passed "
-                     "its replay: the gap is the model's, not the verification's")
+                     "its replay: the gap lies between the two tools' models, not in the "
+                     "verification")
     mine = ours["best"][mode]
     if mode == "disagg" and mine is not None:
         lines += _prefill_against_aic_factor(mine, ours["request"], aic["best"]["disagg"])
