@@ -127,7 +127,7 @@ def test_shared_prefix_becomes_aiperfs_prefix_prompt_pool(tmp_path):
     # The prefix and the unique part add up to the scenario's prompt length.
     assert prefix.length + prompts.isl.mean == scenario.input_tokens.mean
     assert prefix.length == round(scenario.shared_prefix.ratio * scenario.input_tokens.mean)
-    assert prompts.corpus == "random"
+    assert prompts.corpus == "sonnet"
 
 
 def test_multi_turn_becomes_aiperfs_conversations(tmp_path):
