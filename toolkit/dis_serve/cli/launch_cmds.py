@@ -75,11 +75,15 @@ def up(
     detach: Annotated[bool, typer.Option(
         "--detach", "-d", help="Return once ready; the graph keeps running in the "
                                "background until `dis-serve down`.")] = False,
-    timeout: Annotated[float, typer.Option(
-        help="Seconds to wait for the graph to be ready.", min=1)] = 120.0,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds to wait for the graph to be ready (default: the workers' startup "
+             "budget for this backend and model size).", min=1)] = None,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
+    from ..startup_budget import worker_startup_budget_s
+
     topo = _load(file)
+    timeout = timeout or worker_startup_budget_s(topo)
     if detach:
         _up_detached(topo, timeout)
     else:

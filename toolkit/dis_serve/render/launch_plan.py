@@ -224,8 +224,9 @@ def trtllm_argv(topo: Topology, role: PoolRole, python: str, model_path: str,
             "--max-batch-size", str(pool.max_batch_size),
             "--max-num-tokens", str(pool.max_num_tokens),
             "--max-seq-len", str(topo.model.max_seq_len),
-            "--free-gpu-memory-fraction", f"{pool.free_gpu_memory_fraction:g}",
-            "--publish-metrics"]
+            "--free-gpu-memory-fraction", f"{topo.kv_cache_memory_fraction(role):g}"]
+    if topo.publishes_engine_metrics:
+        argv.append("--publish-metrics")
     if role.publishes_kv_events and topo.router.mode.is_kv_aware:
         argv.append("--publish-kv-events")
     return argv
