@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import yaml
 
@@ -12,33 +10,6 @@ from dis_serve.render.k8s import config_map_name, render_manifests
 from dis_serve.render.output import dump_manifests
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
-
-
-@pytest.fixture
-def dynamo_dgd_model(monkeypatch):
-    """Dynamo's own pydantic model of a DGD (dynamo.profiler.utils.config.Config).
-
-    Its module imports two constants from the planner package, whose own imports need
-    `aisimulate_core`, which cannot be installed here; those two names are given stand-ins,
-    and the DGD model classes themselves load as shipped.
-    """
-    import enum
-    import types
-
-    stubs = {
-        "dynamo.planner": {},
-        "dynamo.planner.config": {},
-        "dynamo.planner.config.backend_components": {"WORKER_COMPONENT_NAMES": {}},
-        "dynamo.planner.config.defaults": {"SubComponentType": enum.Enum("S", "PREFILL DECODE")},
-    }
-    for name, attrs in stubs.items():
-        module = types.ModuleType(name)
-        module.__dict__.update(attrs)
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.delitem(sys.modules, "dynamo.profiler.utils.config", raising=False)
-    from dynamo.profiler.utils.config import Config
-
-    return Config
 
 
 def _manifests(graph: str) -> tuple[Topology, list[dict]]:
@@ -53,10 +24,10 @@ def _components(dgd: dict) -> dict[str, dict]:
 
 @pytest.mark.parametrize("graph", ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml",
                                    "demo.yaml"])
-def test_dgd_validates_against_dynamos_own_dgd_model(graph, dynamo_dgd_model):
+def test_dgd_validates_against_dynamos_own_dgd_model(graph, dynamo_schemas):
     _, docs = _manifests(graph)
     dgd = docs[-1]
-    parsed = dynamo_dgd_model.model_validate(dgd)
+    parsed = dynamo_schemas.dgd.model_validate(dgd)
     assert next(c.component_type for c in parsed.spec.components) == "frontend"
     assert all(c.podTemplate.spec.containers[0].name == "main" for c in parsed.spec.components)
     assert parsed.apiVersion == "nvidia.com/v1beta1"
