@@ -55,7 +55,7 @@ def test_the_planner_component_passes_its_config_the_way_dynamo_planner_parses_i
 def test_autoscale_floors_beyond_the_gpu_budget_are_refused():
     data = yaml.safe_load(PLANNER_GRAPH.read_text())
     data["autoscale"]["max_gpus"] = 8
-    with pytest.raises(ValueError, match="autoscale.max_gpus 8 is below"):
+    with pytest.raises(ValueError, match=r"autoscale\.max_gpus 8 is below"):
         Topology.model_validate(data)
 
 
