@@ -55,7 +55,8 @@ def test_render_all_writes_local_plan_script_engine_configs_and_manifest(run_cli
     assert decode["tensor_parallel_size"] == 2
     kinds = [d["kind"] for d in yaml.safe_load_all((tmp_path / "k8s" / "deployment.yaml")
                                                     .read_text())]
-    assert kinds == ["ConfigMap", "DynamoGraphDeployment"]
+    assert kinds == ["PersistentVolumeClaim", "Job", "ConfigMap", "NetworkPolicy",
+                     "DynamoGraphDeployment"]
 
 
 def test_render_rejects_an_unknown_target(run_cli, tmp_path):

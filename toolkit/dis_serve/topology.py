@@ -39,6 +39,12 @@ class Backend(StrEnum):
     def uses_engine_config(self) -> bool:
         return self is Backend.TRTLLM
 
+    @property
+    def dgd_backend_framework(self) -> str | None:
+        """The DGD's spec.backendFramework (the CRD knows sglang, vllm and trtllm; the
+        mocker has none)."""
+        return "trtllm" if self is Backend.TRTLLM else None
+
 
 class Mode(StrEnum):
     AGG = "agg"
