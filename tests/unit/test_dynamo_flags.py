@@ -20,7 +20,9 @@ from dis_serve.render.launch_plan import frontend_argv, mocker_argv, trtllm_argv
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
-TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml"]
+TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml",
+                 # --publish-metrics (autoscaled) and the graph `make gpu-check` runs.
+                 "llama70b-h100-disagg-planner.yaml", "../benchmarks/gpu/qwen3-0.6b-1p1d.yaml"]
 MOCKER_GRAPHS = ["demo.yaml", "agg-mocker.yaml"]
 ALL_GRAPHS = TRTLLM_GRAPHS + MOCKER_GRAPHS
 
