@@ -61,6 +61,9 @@ def plan(
         help="--emit writes the mocker graph timed like the planned GPUs.")] = False,
     replay: Annotated[bool, typer.Option(
         help="Check the plan in Dynamo's virtual-clock replay.")] = True,
+    autoscale: Annotated[bool, typer.Option(
+        help="Give the trtllm topology an `autoscale` section: on Kubernetes Dynamo's SLA "
+             "planner then holds the SLA within the planned GPUs.")] = False,
     replay_requests: Annotated[int | None, typer.Option(
         help="Requests to replay (default: enough for a steady state, at least 2000).")
     ] = None,
@@ -92,8 +95,9 @@ def plan(
               f"{chosen.prediction.ttft_p90_ms:.0f} ms, p90 ITL "
               f"{chosen.prediction.itl_p90_ms:.1f} ms.")
     files = {
-        "topology (trtllm)": write_topology(plan_topology(chosen, request, result.workload),
-                                            out_dir / "topology.yaml", header),
+        "topology (trtllm)": write_topology(
+            plan_topology(chosen, request, result.workload, autoscale=autoscale),
+            out_dir / "topology.yaml", header),
         "topology (mocker)": write_topology(
             plan_topology(chosen, request, result.workload, mock=True, profile=profile),
             out_dir / "topology-mock.yaml",
