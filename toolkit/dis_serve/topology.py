@@ -15,7 +15,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from .catalog import GPUS, GpuType, ModelArchitecture, find_known_model
-from .sizing import MemoryFit, fit_worker_memory
+from .sizing import GIB, MemoryFit, fit_worker_memory
 
 
 class _Strict(BaseModel):
@@ -886,11 +886,17 @@ class Topology(_Strict):
         fix = (f"set model.id: {wanted.hf_id} ({wanted.source})" if wanted else
                f"quantize it to {model.dtype.value} with NVIDIA Model Optimizer, set model.id "
                "to the result and model.prequantized: true")
-        what = (f"is the {holds} checkpoint" if holds else "is not known to hold "
-                f"{model.dtype.value} weights")
+        if holds:
+            tp = min(pool.tensor_parallel for _, pool in self.active_pools())
+            gib = model.resolved_architecture().params_billion * 1e9 / tp / GIB
+            what = (f"is the {holds} checkpoint: TRT-LLM would load "
+                    f"{gib * WeightDtype(holds).bytes_per_param:.1f} GiB of weights per GPU at "
+                    f"TP{tp}, not {gib * model.dtype.bytes_per_param:.1f}")
+        else:
+            what = (f"is not known to hold {model.dtype.value} weights (TRT-LLM loads what the "
+                    "checkpoint holds)")
         raise ValueError(
-            f"model.dtype is {model.dtype.value} but model.id {model.id!r} {what}: TRT-LLM "
-            f"would load those weights, not {model.dtype.value} ones; {fix}"
+            f"model.dtype is {model.dtype.value} but model.id {model.id!r} {what}; {fix}"
             + ("" if holds else " (or set model.prequantized: true if it already is)"))
 
     def _check_autoscale(self) -> None:
