@@ -208,5 +208,7 @@ def operator_notes(topo: Topology) -> list[str]:
     ]
     if render_download_job(topo) is not None:
         notes.append(f"model cache: workers wait (init container) until the Job fills claim "
-                     f"{claim_name(topo)} and writes {marker_path(topo)}; they run offline.")
+                     f"{claim_name(topo)} and writes {marker_path(topo)}; they run offline. "
+                     "A Job's pod template cannot change: delete the Job before applying a "
+                     "new model or revision.")
     return notes

@@ -31,6 +31,8 @@ WORKER_GRACE_S = 600
 CPUS_PER_GPU = 8
 MEMORY_GIB_PER_GPU = 32
 FRONTEND_RESOURCES = {"cpu": "4", "memory": "8Gi"}
+# A mocker worker simulates its engine on one core and holds a tokenizer.
+MOCKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
 PLANNER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
 _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
           "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, None: 1}
@@ -99,13 +101,14 @@ def worker_resources(topo: Topology, role: PoolRole) -> dict[str, dict[str, str]
     pool = topo.pools.get(role)
     assert pool is not None
     own = topo.kubernetes.worker_resources
-    gpus = pool.tensor_parallel if topo.backend.needs_gpu else 0
-    values = {"cpu": own.cpu or str(CPUS_PER_GPU * max(gpus, 1)),
-              "memory": own.memory or f"{worker_memory_gib(topo, role)}Gi"}
-    if gpus:
-        values["nvidia.com/gpu"] = str(gpus)
+    if not topo.backend.needs_gpu:
+        return _requests_and_limits({"cpu": own.cpu or MOCKER_RESOURCES["cpu"],
+                                     "memory": own.memory or MOCKER_RESOURCES["memory"]})
+    values = {"cpu": own.cpu or str(CPUS_PER_GPU * pool.tensor_parallel),
+              "memory": own.memory or f"{worker_memory_gib(topo, role)}Gi",
+              "nvidia.com/gpu": str(pool.tensor_parallel)}
     rdma = topo.kubernetes.rdma
-    if topo.backend.needs_gpu and rdma.resource is not None:
+    if rdma.resource is not None:
         values[rdma.resource] = str(rdma.resource_count)
     return _requests_and_limits(values)
 

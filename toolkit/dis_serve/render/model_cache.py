@@ -91,7 +91,9 @@ def _download_script(topo: Topology) -> str:
 
 
 def render_download_job(topo: Topology) -> dict[str, Any] | None:
-    """Runs once: a completed Job is not run again when the manifest is applied again."""
+    """Runs once: a completed Job is not run again when the manifest is applied again. It
+    runs the workers' own pinned image (which ships huggingface_hub's `hf`): nothing is
+    installed at run time, and the node that pulls the image runs workers from it anyway."""
     if not downloads(topo):
         return None
     cache = topo.kubernetes.model_cache
