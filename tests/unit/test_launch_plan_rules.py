@@ -9,8 +9,8 @@ import pytest
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.launch.readiness import RouterView, expected_workers
 from dis_serve.launch.supervisor import RestartPolicy, stop_order
-from dis_serve.render.launch_plan import ProcessKind, RenderContext, render_launch_plan
-from dis_serve.topology import Topology
+from dis_serve.render.launch_plan import RenderContext, render_launch_plan
+from dis_serve.topology import ProcessKind, Topology
 from dis_serve.yaml_input import load_model_file
 
 

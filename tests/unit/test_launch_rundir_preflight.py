@@ -6,10 +6,11 @@ import os
 import sys
 from pathlib import Path
 
+from dis_serve.ansi import strip_ansi
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.launch.preflight import exposure_warnings, find_binary, port_key
 from dis_serve.launch.process import create_time, same_process
-from dis_serve.launch.rundir import RunDir, default_root, list_runs, strip_ansi
+from dis_serve.launch.rundir import RunDir, default_root, list_runs
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file

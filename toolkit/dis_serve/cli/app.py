@@ -19,12 +19,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-_state = {"debug": False}
 
 
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")) -> None:
-    _state["debug"] = debug
+    """Declared so Typer accepts and documents --debug; `main` reads it before Typer runs,
+    because errors are shown (or raised) outside the app."""
 
 
 for _group in (topology_cmds, launch_cmds, bench_cmds, plan_cmds):

@@ -144,6 +144,20 @@ def _load_topology(path: Path | None):
     return load_model_file(Topology, chosen), chosen
 
 
+def _check_bench_options(topology: Path | None, topology_opt: Path | None,
+                         baseline: Path | None, max_regression: float | None) -> None:
+    if (baseline is None) != (max_regression is None):
+        raise UserInputError("--baseline and --max-regression go together",
+                             key="--baseline" if baseline is None else "--max-regression",
+                             fix="give both, e.g. --baseline B.json --max-regression 20")
+    if max_regression is not None and max_regression < 0:
+        raise UserInputError(f"{max_regression:g} is negative", key="--max-regression",
+                             fix="give the allowed regression in percent, e.g. 20")
+    if topology is not None and topology_opt is not None and topology != topology_opt:
+        raise UserInputError(f"two topologies given ({topology} and --topology {topology_opt})",
+                             key="--topology", fix="give one")
+
+
 def bench(
     topology: Annotated[Path | None, typer.Argument(
         help="Topology to bring up, benchmark and stop (default: the demo graph).")] = None,
@@ -169,16 +183,7 @@ def bench(
     from ..bench.runner import bench_running, bench_topology, default_out_dir
     from ..bench.scenario import load_scenario
 
-    if (baseline is None) != (max_regression is None):
-        raise UserInputError("--baseline and --max-regression go together",
-                             key="--baseline" if baseline is None else "--max-regression",
-                             fix="give both, e.g. --baseline B.json --max-regression 20")
-    if max_regression is not None and max_regression < 0:
-        raise UserInputError(f"{max_regression:g} is negative", key="--max-regression",
-                             fix="give the allowed regression in percent, e.g. 20")
-    if topology is not None and topology_opt is not None and topology != topology_opt:
-        raise UserInputError(f"two topologies given ({topology} and --topology {topology_opt})",
-                             key="--topology", fix="give one")
+    _check_bench_options(topology, topology_opt, baseline, max_regression)
     spec = load_scenario(scenario)
     base = load_baseline(baseline) if baseline is not None else None
     topo, topo_path = _load_topology(topology or topology_opt)

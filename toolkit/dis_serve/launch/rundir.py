@@ -12,19 +12,19 @@ Layout under `$DIS_SERVE_HOME` (default `./.dis-serve`):
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..ansi import strip_ansi
+from ..atomic_file import write_atomic
 from ..render.launch_plan import LaunchPlan
 from ..topology import Topology
 from .status import GraphStatus
 
 HOME_ENV = "DIS_SERVE_HOME"
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def default_root() -> Path:
@@ -79,17 +79,14 @@ class RunDir:
     # --- the files ------------------------------------------------------------------------
     def write_launch_inputs(self, topo: Topology, plan: LaunchPlan) -> None:
         self.prepare()
-        _write_atomic(self.topology_file, topo.model_dump_json(indent=2))
-        _write_atomic(self.plan_file, plan.model_dump_json(indent=2))
-
-    def read_topology(self) -> Topology:
-        return Topology.model_validate_json(self.topology_file.read_text())
+        write_atomic(self.topology_file, topo.model_dump_json(indent=2))
+        write_atomic(self.plan_file, plan.model_dump_json(indent=2))
 
     def read_plan(self) -> LaunchPlan:
         return LaunchPlan.model_validate_json(self.plan_file.read_text())
 
     def write_state(self, status: GraphStatus) -> None:
-        _write_atomic(self.state_file, status.model_dump_json(indent=2))
+        write_atomic(self.state_file, status.model_dump_json(indent=2))
 
     def read_state(self) -> GraphStatus | None:
         """The last recorded status, or None when there is none (or it is unreadable)."""
@@ -109,6 +106,7 @@ class RunDir:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             return []
+        # Dynamo's Rust logger colours its output even when it goes to a file.
         return [strip_ansi(line) for line in text.splitlines()[-lines:]]
 
 
@@ -139,20 +137,8 @@ class RunDir:
             time.sleep(poll_s)
 
 
-def strip_ansi(text: str) -> str:
-    # Dynamo's Rust logger colours its output even when it goes to a file.
-    return _ANSI.sub("", text)
-
-
 def list_runs(root: Path | None = None) -> list[RunDir]:
     runs = (root or default_root()) / "runs"
     if not runs.is_dir():
         return []
     return sorted((RunDir(p) for p in runs.iterdir() if p.is_dir()), key=lambda r: r.name)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # Readers in other shells must never see a half-written file.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

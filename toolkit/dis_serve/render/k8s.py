@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..topology import Backend, PoolRole, Topology
+from ..topology import PoolRole, Topology
+from .dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from .engine_config import dump_engine_config, render_engine_configs
 from .k8s_network import render_network_policy, render_public_service
 from .k8s_planner import planner_component
@@ -34,7 +35,6 @@ from .k8s_pod import (
     worker_resources,
     worker_scheduling,
 )
-from .launch_plan import frontend_argv, mocker_argv, trtllm_argv
 from .model_cache import (
     cache_mount,
     cache_volume,
@@ -46,13 +46,9 @@ from .model_cache import (
     wait_for_cache,
 )
 
+HTTP_PORT = 8000
 ENGINE_CONFIG_MOUNT = "/etc/dis-serve/engine"
 ROUTER_POLICY_MOUNT = "/etc/dis-serve/router"
-
-_COMPONENT_TYPE = {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode", PoolRole.AGG: "worker"}
-_COMPONENT_NAME = {PoolRole.PREFILL: "TRTLLMPrefillWorker", PoolRole.DECODE: "TRTLLMDecodeWorker",
-                   PoolRole.AGG: "TRTLLMWorker"}
-
 
 def config_map_name(topo: Topology) -> str:
     return f"{topo.name}-engine-configs"
@@ -62,16 +58,23 @@ def router_policy_map_name(topo: Topology) -> str:
     return f"{topo.name}-router-policy"
 
 
+def target_params(topo: Topology) -> TargetParams:
+    """In the cluster the frontend serves the Service, so it binds all interfaces; the
+    operator supplies the namespace and the discovery endpoints; workers load the model by
+    id (from the model cache) and read their engine configs (and the frontend its router
+    policy) from ConfigMaps."""
+    policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
+    return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
+                        model_path=topo.model.id, engine_config_dir=ENGINE_CONFIG_MOUNT,
+                        router_policy_config=policy)
+
+
 def _frontend_component(topo: Topology) -> dict[str, Any]:
-    # In the cluster the frontend serves the Service, so it binds all interfaces; the
-    # operator supplies discovery (etcd/NATS) and the namespace.
-    argv = _drop_flag(frontend_argv(topo, "python3"), "--namespace")
-    for flag, value in (("--http-host", "0.0.0.0"), ("--http-port", "8000")):  # noqa: S104
-        argv[argv.index(flag) + 1] = value
+    target = target_params(topo)
     container: dict[str, Any] = {
         "name": "main", "image": image_ref(topo),
-        "command": argv[:1], "args": argv[1:],
-        "ports": [{"name": "http", "containerPort": 8000}],
+        "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
+        "ports": [{"name": "http", "containerPort": HTTP_PORT}],
         **frontend_probes("http"),
         "resources": frontend_resources(topo),
         "securityContext": container_security_context(topo, rdma=False),
@@ -81,9 +84,6 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
     if topo.router.policy_config:
         # The policy file lives on the user's machine: it travels as a ConfigMap the user
         # creates from it (`render` prints the command), mounted where the flag points.
-        mounted = f"{ROUTER_POLICY_MOUNT}/policy.yaml"
-        argv[argv.index("--router-policy-config") + 1] = mounted
-        container["args"] = argv[1:]
         container["volumeMounts"] = [{"name": "router-policy", "mountPath": ROUTER_POLICY_MOUNT,
                                       "readOnly": True}]
         pod_spec["volumes"] = [{"name": "router-policy",
@@ -125,30 +125,16 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
 def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     pool = topo.pools.get(role)
     assert pool is not None
-    name = _COMPONENT_NAME[role]
+    target = target_params(topo)
     pod_spec, container = _worker_pod(topo, role)
-    if topo.backend is Backend.TRTLLM:
-        config_path = f"{ENGINE_CONFIG_MOUNT}/{role.value}.yaml"
-        argv = trtllm_argv(topo, role, "python3", topo.model.id, config_path)
-    else:
-        name = name.replace("TRTLLM", "Mocker")
-        argv = mocker_argv(topo, role, "python3", topo.model.id)
-    # The operator injects the namespace and the discovery endpoints into every pod.
-    argv = _drop_flag(argv, "--namespace")
-    container["command"] = argv[:3]
-    container["args"] = argv[3:]
-    return {"name": name, "type": _COMPONENT_TYPE[role], "replicas": pool.workers,
+    container["command"] = [target.python, "-m", topo.backend.module]
+    container["args"] = worker_args(topo, role, target)
+    return {"name": role.k8s_component_name(topo.backend), "type": role.k8s_component_type,
+            "replicas": pool.workers,
             # The operator mounts /dev/shm itself (and drops a user volume there); NCCL
             # between a worker's TP ranks needs more than its 8Gi default.
             "sharedMemorySize": topo.kubernetes.shared_memory,
             "podTemplate": {"spec": pod_spec}}
-
-
-def _drop_flag(argv: list[str], flag: str) -> list[str]:
-    if flag not in argv:
-        return argv
-    i = argv.index(flag)
-    return argv[:i] + argv[i + 2:]
 
 
 def render_dgd(topo: Topology) -> dict[str, Any]:
