@@ -14,7 +14,11 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
-from dis_serve.render.engine_config import cuda_graph_batch_sizes, render_engine_configs
+from dis_serve.render.engine_config import (
+    cuda_graph_batch_sizes,
+    load_template,
+    render_engine_configs,
+)
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -90,7 +94,7 @@ def test_pool_sizing_and_kv_cache_come_from_the_topology():
     assert decode["max_seq_len"] == topo.model.max_input_tokens + topo.model.max_output_tokens
     assert decode["kv_cache_config"]["dtype"] == "fp8"
     assert decode["kv_cache_config"]["free_gpu_memory_fraction"] == \
-        topo.kv_cache_memory_fraction(PoolRole.DECODE)
+        load_template(PoolRole.DECODE)["kv_cache_config"]["free_gpu_memory_fraction"]
 
 
 def test_kv_cache_share_defaults_per_role_as_nvidias_disagg_recipe():

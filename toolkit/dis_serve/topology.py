@@ -82,14 +82,6 @@ class PoolRole(StrEnum):
         return self is not PoolRole.PREFILL
 
     @property
-    def kv_cache_memory_fraction(self) -> float:
-        """Default share of free GPU memory TRT-LLM gives the KV cache, from NVIDIA's disagg
-        recipe (examples/backends/trtllm/engine_configs/deepseek-r1/disagg/simple/): prefill
-        keeps a quarter back for long-prompt activations, decode and aggregated workers hold
-        many sequences and give the cache more."""
-        return 0.75 if self is PoolRole.PREFILL else 0.85
-
-    @property
     def dynamo_component(self) -> str:
         """The component a worker registers under (`dyn://NAMESPACE.COMPONENT.generate`), as
         Dynamo's own launchers name it: prefill workers "prefill", the others "backend"."""
@@ -341,8 +333,9 @@ class Pool(_Strict):
         description="Most tokens a worker schedules in one forward pass.")
     free_gpu_memory_fraction: float | None = Field(
         default=None, gt=0, le=1,
-        description="Share of free GPU memory TRT-LLM gives the KV cache (default per role, "
-                    "as NVIDIA's disagg recipes: prefill 0.75, decode and agg 0.85).")
+        description="Share of free GPU memory TRT-LLM gives the KV cache (default: the "
+                    "role's template in configs/trtllm/, from NVIDIA's disagg recipe: prefill "
+                    "0.75, decode and agg 0.85).")
     gpu_ids: list[list[int]] | None = Field(
         default=None,
         description="Explicit GPUs, one list of tensor_parallel ids per worker; ids count "
@@ -759,11 +752,6 @@ class Topology(_Strict):
         if self.kv_transfer.max_tokens_in_buffer is not None:
             return self.kv_transfer.max_tokens_in_buffer
         return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
-
-    def kv_cache_memory_fraction(self, role: PoolRole) -> float:
-        pool = self.pools.get(role)
-        assert pool is not None
-        return pool.free_gpu_memory_fraction or role.kv_cache_memory_fraction
 
     @property
     def publishes_engine_metrics(self) -> bool:

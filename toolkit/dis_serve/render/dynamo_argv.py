@@ -120,8 +120,11 @@ def trtllm_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[st
              "--tensor-parallel-size", str(pool.tensor_parallel),
              "--max-batch-size", str(pool.max_batch_size),
              "--max-num-tokens", str(pool.max_num_tokens),
-             "--max-seq-len", str(topo.model.max_seq_len),
-             "--free-gpu-memory-fraction", f"{topo.kv_cache_memory_fraction(role):g}"]
+             "--max-seq-len", str(topo.model.max_seq_len)]
+    # The engine config carries the KV-cache share (and wins over this flag in dynamo.trtllm);
+    # the flag only repeats a pool's own value for people reading the command line.
+    if pool.free_gpu_memory_fraction is not None:
+        args += ["--free-gpu-memory-fraction", f"{pool.free_gpu_memory_fraction:g}"]
     # Iteration metrics cost decode throughput (Dynamo 1.6.1's own words): only when asked,
     # or when Dynamo's planner needs them.
     if topo.publishes_engine_metrics:
