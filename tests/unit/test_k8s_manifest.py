@@ -281,3 +281,24 @@ def test_the_manifest_says_what_the_operator_injects_or_overrides():
     assert "llm-llama70b-disagg" in flat
     assert "/dev/shm" in flat and "sharedMemorySize" in flat
     assert "DYN_NAMESPACE" in flat and "a variable set here with the same name wins" in flat
+
+
+def test_workers_land_where_the_topology_says_and_run_the_pinned_image():
+    digest = "sha256:" + "ab" * 32
+    _, docs = _manifests(
+        "llama70b-h100-disagg.yaml", image_digest=digest,
+        node_selector={"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        tolerations=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+    for component in _workers(docs):
+        spec = component["podTemplate"]["spec"]
+        validate_pod_template(component["podTemplate"])
+        assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+        assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                        "effect": "NoSchedule"}]
+        assert _main(component)["image"].endswith("@" + digest)
+    assert "nodeSelector" not in _components(docs)["frontend"]["podTemplate"]["spec"]
+
+
+def test_a_malformed_kubernetes_quantity_is_refused_with_an_example():
+    with pytest.raises(ValueError, match="write it like 16Gi"):
+        _manifests("llama70b-h100-disagg.yaml", shared_memory="16 GB")
