@@ -133,3 +133,19 @@ def test_bench_reads_the_plan_up_wrote_rather_than_rendering_one(tmp_path, monke
                                                      model_path="/models/card"))
     RunDir.for_graph(topo.name).write_launch_inputs(topo, up_plan)
     assert plan_of(topo) == up_plan
+
+
+def test_a_plan_up_wrote_for_another_topology_of_the_same_name_is_not_used(tmp_path,
+                                                                          monkeypatch):
+    from dis_serve.bench.target import plan_of
+    from dis_serve.builtin import DEMO_TOPOLOGY
+    from dis_serve.launch.rundir import RunDir
+    from dis_serve.render.launch_plan import RenderContext, render_launch_plan
+
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    running = load_model_file(Topology, DEMO_TOPOLOGY)
+    RunDir.for_graph(running.name).write_launch_inputs(
+        running, render_launch_plan(running, RenderContext(run_dir=tmp_path)))
+    other = running.model_copy(update={"model": running.model.model_copy(
+        update={"served_name": "other-model"})})
+    assert plan_of(other).model_name == "other-model"

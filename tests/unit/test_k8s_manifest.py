@@ -302,3 +302,18 @@ def test_workers_land_where_the_topology_says_and_run_the_pinned_image():
 def test_a_malformed_kubernetes_quantity_is_refused_with_an_example():
     with pytest.raises(ValueError, match="write it like 16Gi"):
         _manifests("llama70b-h100-disagg.yaml", shared_memory="16 GB")
+
+
+def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
+    from dis_serve.render.k8s import ROUTER_POLICY_MOUNT, router_policy_map_name
+
+    topo = load_model_file(Topology, GRAPHS / "demo.yaml")
+    topo = topo.model_copy(update={"router": topo.router.model_copy(
+        update={"policy_config": "/home/me/policy.yaml"})})
+    frontend = _components(render_manifests(topo))["frontend"]["podTemplate"]["spec"]
+    args = frontend["containers"][0]["args"]
+    mounted = args[args.index("--router-policy-config") + 1]
+    assert mounted.startswith(ROUTER_POLICY_MOUNT + "/")
+    assert frontend["containers"][0]["volumeMounts"][0]["mountPath"] == ROUTER_POLICY_MOUNT
+    assert frontend["volumes"][0]["configMap"]["name"] == router_policy_map_name(topo)
+    assert "/home/me" not in " ".join(args)

@@ -55,13 +55,14 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
 
 def plan_of(topo: Topology) -> LaunchPlan:
     """The launch plan the graph runs (served model name, worker ports, model card path): the
-    one `dis-serve up` wrote to its run directory, read back; rendered only for a graph
-    started elsewhere (another directory or machine), which has none here."""
+    one `dis-serve up` wrote to its run directory for this topology, read back; rendered
+    only for a graph started elsewhere (another directory or machine), which has none here."""
     from ..launch.rundir import RunDir
 
     run = RunDir.for_graph(topo.name)
-    if run.plan_file.is_file():
-        return run.read_plan()
+    recorded = run.plan_rendered_from(topo)
+    if recorded is not None:
+        return recorded
     return render_launch_plan(topo, RenderContext(run_dir=run.path))
 
 

@@ -85,6 +85,16 @@ class RunDir:
     def read_plan(self) -> LaunchPlan:
         return LaunchPlan.model_validate_json(self.plan_file.read_text())
 
+    def plan_rendered_from(self, topo: Topology) -> LaunchPlan | None:
+        """The plan `up` rendered from exactly this topology, or None (no run here, or a run
+        of another topology under the same name)."""
+        try:
+            if self.topology_file.read_text() != topo.model_dump_json(indent=2):
+                return None
+            return self.read_plan()
+        except (OSError, ValueError, ValidationError):
+            return None
+
     def write_state(self, status: GraphStatus) -> None:
         write_atomic(self.state_file, status.model_dump_json(indent=2))
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Sequence
 
 import psutil
 
 KILL_WAIT_S = 5.0
+POLL_S = 0.05
 
 
 def signal_group(pgid: int, sig: int) -> None:
@@ -26,12 +28,21 @@ def _signal_one(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
+def _running(proc: psutil.Process) -> bool:
+    # A zombie has ended: only its parent's wait is missing, which may never come when
+    # the parent is an init that does not reap.
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def group_members(pgid: int) -> list[psutil.Process]:
-    """The live (not zombie) processes of a process group."""
+    """The running (not zombie) processes of a process group."""
     members = []
     for proc in psutil.process_iter():
         try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+            if os.getpgid(proc.pid) == pgid and _running(proc):
                 members.append(proc)
         except (ProcessLookupError, psutil.Error):
             continue
@@ -43,13 +54,24 @@ def _live(ids: Sequence[int], groups: bool) -> list[psutil.Process]:
         return [proc for pgid in ids for proc in group_members(pgid)]
     found = []
     for pid in ids:
-        try:
-            proc = psutil.Process(pid)
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
+    return [proc for proc in found if _running(proc)]
+
+
+def _wait_ended(procs: list[psutil.Process], grace_s: float) -> dict[int, int]:
+    """Wait up to `grace_s` until every process has ended; psutil.wait_procs waits (and reaps
+    our own children: their exit statuses, by pid, are returned)."""
+    codes: dict[int, int] = {}
+    deadline = time.monotonic() + grace_s
+    while procs:
+        slice_s = max(0.0, min(POLL_S, deadline - time.monotonic()))
+        gone, procs = psutil.wait_procs(procs, timeout=slice_s)
+        codes |= {proc.pid: proc.returncode for proc in gone if proc.returncode is not None}
+        procs = [proc for proc in procs if _running(proc)]
+        if time.monotonic() >= deadline:
+            break
+    return codes
 
 
 def stop_processes(ids: Sequence[int], grace_s: float, *, groups: bool = True,
@@ -72,6 +94,5 @@ def stop_processes(ids: Sequence[int], grace_s: float, *, groups: bool = True,
             break
         for target in ids:
             send(target, sig)
-        gone, _alive = psutil.wait_procs(live, timeout=grace)
-        codes |= {proc.pid: proc.returncode for proc in gone if proc.returncode is not None}
+        codes |= _wait_ended(live, grace)
     return codes
