@@ -143,6 +143,8 @@ def test_trtllm_argv_parses_with_dynamo_trtllm_parser(graph, target, trtllm_pars
         assert config.tensor_parallel_size == pool.tensor_parallel
         assert config.max_batch_size == pool.max_batch_size
         assert config.publish_kv_events is role.publishes_kv_events
+        # Iteration metrics cost throughput: on only when asked for or autoscaled.
+        assert config.publish_metrics is topo.publishes_engine_metrics
 
 
 def test_prefill_workers_register_under_the_prefill_component(trtllm_parse_args):
@@ -174,3 +176,12 @@ def test_the_operator_supplies_namespace_and_discovery_in_kubernetes():
     params = k8s_target(topo)
     assert "--namespace" not in trtllm_args(topo, PoolRole.DECODE, params)
     assert not {"DYN_NAMESPACE", "ETCD_ENDPOINTS", "NATS_SERVER"} & set(dynamo_env(topo, params))
+
+
+def test_engine_metrics_are_published_when_the_topology_asks_for_them(trtllm_parse_args):
+    topo = _load("llama70b-h100-disagg.yaml")
+    assert trtllm_parse_args(trtllm_args(topo, PoolRole.DECODE, _local(topo))).publish_metrics \
+        is False
+    asked = topo.model_copy(update={"observability": topo.observability.model_copy(
+        update={"engine_metrics": True})})
+    assert trtllm_parse_args(trtllm_args(asked, PoolRole.DECODE, _local(asked))).publish_metrics
