@@ -80,17 +80,14 @@ def up(
              "budget for this backend and model size).", min=1)] = None,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
-    from ..startup_budget import worker_startup_budget_s
-
     topo = _load(file)
-    timeout = timeout or worker_startup_budget_s(topo)
     if detach:
         _up_detached(topo, timeout)
     else:
         _up_foreground(topo, timeout)
 
 
-def _up_detached(topo, timeout: float) -> None:
+def _up_detached(topo, timeout: float | None) -> None:
     from ..launch.daemon import start_detached
 
     status, prepared = start_detached(topo, ready_timeout_s=timeout)
@@ -101,7 +98,7 @@ def _up_detached(topo, timeout: float) -> None:
                   f"{status.name} | dis-serve down {status.name}", markup=False)
 
 
-def _up_foreground(topo, timeout: float) -> None:
+def _up_foreground(topo, timeout: float | None) -> None:
     from rich.live import Live
 
     from ..launch.graph import launch_graph
