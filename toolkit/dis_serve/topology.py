@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -505,8 +505,21 @@ def _full_match(pattern: re.Pattern[str], example: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-Quantity = Annotated[str, _full_match(QUANTITY_RE, "16Gi, 8 or 500m")]
-K8sName = Annotated[str, _full_match(K8S_NAME_RE, "model-cache (lower-case, digits, dashes)")]
+def _schema_pattern(pattern: re.Pattern[str]) -> Any:
+    # For `dis-serve schema` readers; validation itself is the full match above.
+    return Field(json_schema_extra={"pattern": f"^(?:{pattern.pattern})$"})
+
+
+Quantity = Annotated[str, _full_match(QUANTITY_RE, "16Gi, 8 or 500m"),
+                     _schema_pattern(QUANTITY_RE)]
+K8sName = Annotated[str, _full_match(K8S_NAME_RE, "model-cache (lower-case, digits, dashes)"),
+                    _schema_pattern(K8S_NAME_RE)]
+REVISION_RE = re.compile(r"[A-Za-z0-9._/-]+")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+Revision = Annotated[str, _full_match(REVISION_RE, "main or a commit hash"),
+                     _schema_pattern(REVISION_RE)]
+Digest = Annotated[str, _full_match(DIGEST_RE, "sha256: and 64 hex digits"),
+                   _schema_pattern(DIGEST_RE)]
 
 
 class RdmaProfile(StrEnum):
@@ -582,8 +595,8 @@ class ModelCache(_Strict):
         default=None, min_length=1,
         description="StorageClass of the claim; it must offer ReadWriteMany (worker pods on "
                     "several nodes mount it). Default: the cluster's default class.")
-    revision: str | None = Field(
-        default=None, pattern=r"[A-Za-z0-9._/-]+",
+    revision: Revision | None = Field(
+        default=None,
         description="Hugging Face revision the download Job fetches (a commit pins it).")
     hf_token_secret: K8sName = Field(
         default="hf-token-secret",
@@ -604,11 +617,11 @@ class ServiceExposure(StrEnum):
 
 class Toleration(_Strict):
     key: str = Field(min_length=1, description="Taint key, e.g. nvidia.com/gpu.")
-    operator: Annotated[str, Field(pattern="Exists|Equal")] = Field(
+    operator: Literal["Exists", "Equal"] = Field(
         default="Exists", description="Exists | Equal.")
     value: str | None = Field(default=None, description="Taint value (operator Equal).")
-    effect: Annotated[str, Field(pattern="NoSchedule|PreferNoSchedule|NoExecute")] | None = \
-        Field(default=None, description="NoSchedule | PreferNoSchedule | NoExecute (all).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="NoSchedule | PreferNoSchedule | NoExecute (default: all).")
 
 
 class PodSecurity(_Strict):
@@ -637,8 +650,8 @@ class Kubernetes(_Strict):
     image: str | None = Field(
         default=None, min_length=1,
         description="Runtime image (default: NVIDIA's Dynamo 1.6.1 image for the backend).")
-    image_digest: str | None = Field(
-        default=None, pattern=r"sha256:[0-9a-f]{64}",
+    image_digest: Digest | None = Field(
+        default=None,
         description="sha256:... to pin the image by content.")
     model_cache: ModelCache = Field(default_factory=ModelCache, description="Weights cache.")
     rdma: Rdma = Field(default_factory=Rdma, description="RDMA for KV-cache transfer.")
