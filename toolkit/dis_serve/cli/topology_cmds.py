@@ -46,6 +46,11 @@ def render(
         raise UserInputError(f"unknown target {target!r}", key="--target",
                              fix="use local, k8s or all") from None
     topo = load_model_file(Topology, file)
+    if chosen.includes(Target.K8S):
+        from ..render.model_cache import local_path_problem
+
+        if (problem := local_path_problem(topo)) is not None:
+            raise UserInputError(problem, source=str(file), key="model.id")
     out_dir = out.resolve()
     for path in write_files(render_files(topo, chosen, out_dir), out_dir):
         console.print(f"wrote {path}", markup=False)

@@ -29,6 +29,20 @@ VOLUME = "model-cache"
 TOKENIZER_FILES = "*.json"
 
 
+def local_path_problem(topo: Topology) -> str | None:
+    """Why the cluster cannot find a model given as a local path (None: it can). A pod sees
+    only the claim, at CACHE_MOUNT, and only a claim the user filled holds such a model."""
+    model_id = topo.model.id
+    if not model_id.startswith(("/", ".", "~")):
+        return None
+    if topo.kubernetes.model_cache.existing and model_id.startswith(CACHE_MOUNT + "/"):
+        return None
+    return (f"model.id {model_id!r} is a path on this machine, which no pod can read or "
+            f"download; put the model on a ReadWriteMany claim, set "
+            f"kubernetes.model_cache.existing: true and pvc: CLAIM, and model.id to its path "
+            f"under {CACHE_MOUNT}/ (or use a Hugging Face id)")
+
+
 def claim_name(topo: Topology) -> str:
     return topo.kubernetes.model_cache.pvc or f"{topo.name}-model-cache"
 
