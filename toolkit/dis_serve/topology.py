@@ -585,8 +585,9 @@ class ModelCache(_Strict):
         default=None, description="PersistentVolumeClaim name (default: NAME-model-cache).")
     existing: bool = Field(
         default=False,
-        description="The claim exists and holds the model already: render neither the claim "
-                    "nor the download Job.")
+        description="The claim exists and holds the model already, in Hugging Face's cache "
+                    "layout under huggingface/ (HF_HOME) or at the /model-cache/... path "
+                    "model.id names: render neither the claim nor the download Job.")
     size: Quantity | None = Field(
         default=None,
         description="Claim size (default: the checkpoint's size plus a quarter, in 10Gi "
