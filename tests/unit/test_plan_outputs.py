@@ -90,7 +90,8 @@ def test_an_fp8_plan_names_the_fp8_checkpoint_the_workers_must_load(planned):
 
 def test_an_autoscaled_plan_hands_its_targets_and_gpus_to_dynamos_planner(
         planned, dynamo_schemas):
-    topo = plan_topology(planned.chosen, planned.request, planned.workload, autoscale=True)
+    request = planned.request.model_copy(update={"autoscale": True})
+    topo = plan_topology(planned.chosen, request, planned.workload)
     config = dynamo_schemas.planner.model_validate(planner_config(topo))
     assert (config.ttft_ms, config.itl_ms) == (1000.0, 50.0)
     assert config.max_gpu_budget == planned.chosen.gpus

@@ -83,7 +83,7 @@ def plan(
         model=model, gpu=gpu, isl=isl, osl=osl, trace=trace, rate=rate, budget=budget,
         ttft_ms=ttft_ms, itl_ms=itl_ms, price_per_gpu_hour=price, dtype=dtype,
         kv_cache_dtype=kv_cache_dtype, gpus_per_node=gpus_per_node, perf_model=perf_model,
-        top=top)
+        top=top, autoscale=autoscale)
     result = make_plan(request, split=_split(compare_split))
     chosen = result.chosen
     out_dir = (out or Path(".dis-serve/plans") / graph_name(request, chosen, False)).resolve()
@@ -95,9 +95,8 @@ def plan(
               f"{chosen.prediction.ttft_p90_ms:.0f} ms, p90 ITL "
               f"{chosen.prediction.itl_p90_ms:.1f} ms.")
     files = {
-        "topology (trtllm)": write_topology(
-            plan_topology(chosen, request, result.workload, autoscale=autoscale),
-            out_dir / "topology.yaml", header),
+        "topology (trtllm)": write_topology(plan_topology(chosen, request, result.workload),
+                                            out_dir / "topology.yaml", header),
         "topology (mocker)": write_topology(
             plan_topology(chosen, request, result.workload, mock=True, profile=profile),
             out_dir / "topology-mock.yaml",

@@ -31,8 +31,7 @@ def graph_name(request: PlanRequest, plan: Candidate, mock: bool) -> str:
 
 
 def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
-                  mock: bool = False, profile: Path | None = None,
-                  autoscale: bool = False) -> Topology:
+                  mock: bool = False, profile: Path | None = None) -> Topology:
     target = request.target()
     known = request.known_model
     assert known is not None
@@ -55,7 +54,7 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
     }
     if request.price_per_gpu_hour is not None:
         data["hardware"]["price_per_gpu_hour"] = request.price_per_gpu_hour
-    if autoscale:
+    if request.autoscale and not mock:
         # Dynamo's SLA planner keeps the plan's targets on Kubernetes within its GPU count.
         data["autoscale"] = {"ttft_ms": request.ttft_ms, "itl_ms": request.itl_ms,
                              "max_gpus": plan.gpus}

@@ -104,6 +104,10 @@ class PlanRequest(BaseModel):
     perf_model: PerfSource | None = Field(
         default=None, description="Force aiconfigurator or roofline (default: best available).")
     top: int = Field(default=5, ge=1, le=50, description="Rows per table.")
+    autoscale: bool = Field(
+        default=False,
+        description="Give the trtllm topology an `autoscale` section: on Kubernetes Dynamo's "
+                    "SLA planner then holds the SLA within the planned GPUs.")
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:
