@@ -7,7 +7,6 @@ Pure: returns Python objects that `render/k8s.py` places into the DynamoGraphDep
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from ..startup_budget import worker_startup_budget_s
@@ -162,6 +161,7 @@ def labels(topo: Topology) -> dict[str, str]:
 
 
 def dynamo_namespace(topo: Topology) -> str:
-    """The Dynamo namespace the operator gives the graph's pods: Kubernetes namespace and DGD
-    name joined by a dash, dots replaced (its ComputeDynamoNamespace)."""
-    return f"{topo.kubernetes.namespace}-{re.sub(r'[.]', '-', topo.name)}"
+    """The Dynamo namespace the operator gives the graph's pods: the Kubernetes namespace and
+    the DGD name joined by a dash (its ComputeDynamoNamespace; our names have no dots for it
+    to replace)."""
+    return f"{topo.kubernetes.namespace}-{topo.name}"
