@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import DisServeError
-from . import bench_cmds, launch_cmds, plan_cmds, topology_cmds
+from . import bench_cmds, doctor_cmds, launch_cmds, plan_cmds, topology_cmds
 
 app = typer.Typer(
     name="dis-serve",
@@ -27,14 +27,17 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on 
     because errors are shown (or raised) outside the app."""
 
 
-for _group in (topology_cmds, launch_cmds, bench_cmds, plan_cmds):
+for _group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, plan_cmds):
     _group.register(app)
 
 
 def main() -> None:
     debug = "--debug" in sys.argv[1:]
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            # Outside standalone mode click returns typer.Exit's code instead of exiting.
+            sys.exit(code)
     except DisServeError as exc:
         if debug:
             raise
