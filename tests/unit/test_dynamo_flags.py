@@ -16,6 +16,7 @@ import warnings
 import pytest
 
 from conftest import GRAPHS
+from dis_serve.render.cluster_plan import ClusterContext, node_target
 from dis_serve.render.dynamo_argv import (
     TargetParams,
     frontend_args,
@@ -23,6 +24,7 @@ from dis_serve.render.dynamo_argv import (
     trtllm_args,
 )
 from dis_serve.render.k8s import target_params as k8s_target
+from dis_serve.render.shell_words import runtime
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -42,8 +44,14 @@ def _local(topo: Topology) -> TargetParams:
                               engine_config_dir="/cfg")
 
 
+def _cluster_node(topo: Topology) -> TargetParams:
+    """A worker node of the hosts and Slurm targets (Slurm's addresses are shell variables)."""
+    ctx = ClusterContext(run_dir="/run", node_addresses=["10.0.0.1"])
+    return node_target(topo, ctx, "/models/card", "10.0.0.1", runtime("NODE_ADDR_1"))
+
+
 # Every target's own parameters go through the same parsers.
-TARGETS = {"local": _local, "k8s": k8s_target}
+TARGETS = {"local": _local, "k8s": k8s_target, "cluster-node": _cluster_node}
 
 
 @pytest.fixture
@@ -122,6 +130,18 @@ def test_a_mocker_on_kubernetes_registers_in_the_namespace_the_operator_gives_it
         argv = mocker_args(topo, role, params)
         assert "--endpoint" not in argv
         assert parse_args(argv).endpoint == f"dyn://llm-demo.{role.dynamo_component}.generate"
+
+
+def test_a_mocker_without_prefix_caching_is_told_so_in_its_own_flag():
+    from dynamo.mocker.args import parse_args
+
+    data = _load("demo.yaml").model_dump(mode="json", exclude_unset=True)
+    data["mocker"] = dict(data.get("mocker") or {}, prefix_caching=False)
+    topo = Topology.model_validate(data)
+    params = TARGETS["local"](topo)
+    for role, _ in topo.active_pools():
+        args = parse_args(mocker_args(topo, role, params))
+        assert args.enable_prefix_caching is False
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -59,7 +59,7 @@ def process_ready(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> 
     probe = spec.readiness
     if probe.kind is ProbeKind.TCP:
         assert probe.port is not None
-        return tcp_accepts(probe.port)
+        return tcp_accepts(probe.port, probe.host or "127.0.0.1")
     assert probe.url is not None
     if spec.kind is ProcessKind.FRONTEND:
         # Listing the model implies a healthy server; one request per poll, not two, matters
