@@ -18,6 +18,7 @@ from dis_serve.launch.graph import start_graph
 from dis_serve.launch.process import same_process
 from dis_serve.launch.status import ProcessState
 from dis_serve.launch.supervisor import RestartPolicy
+from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 from relocate import relocate
@@ -89,6 +90,12 @@ def test_killing_a_decode_worker_mid_stream_keeps_the_endpoint_answering(tmp_pat
         assert tokens == [200] * 6
         assert graph.status().process("decode-0").state is ProcessState.BACKOFF
         assert all(_chat_ok(graph) for _ in range(5))
+
+
+def test_the_readiness_budget_defaults_to_the_workers_startup_budget(tmp_path):
+    topo = _topology("it-budget", 18350)
+    with start_graph(topo, run_root=tmp_path) as graph:
+        assert graph.supervisor.ready_timeout_s == worker_startup_budget_s(topo)
 
 
 def test_a_graph_not_ready_in_time_names_the_process_and_stops_everything(tmp_path):

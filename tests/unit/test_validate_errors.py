@@ -159,3 +159,36 @@ def test_mode_and_pools_must_agree(run_cli, tmp_path):
     text = _variant(DEMO, mode="agg")
     result = run_cli("validate", _write(tmp_path, text))
     assert_one_line_error(result, "pools.prefill is set but mode is agg", "set mode: disagg")
+
+
+def test_fp8_on_the_bf16_checkpoint_is_refused_naming_nvidias_fp8_checkpoint(run_cli, tmp_path):
+    text = _variant(DISAGG_70B, model__id="meta-llama/Llama-3.1-70B-Instruct")
+    result = run_cli("validate", _write(tmp_path, text))
+    assert_one_line_error(result, "model.dtype is fp8", "is the bf16 checkpoint",
+                           "set model.id: nvidia/Llama-3.1-70B-Instruct-FP8")
+
+
+def test_a_known_bf16_checkpoint_cannot_be_declared_prequantized(run_cli, tmp_path):
+    text = _variant(DISAGG_70B, model__id="meta-llama/Llama-3.1-70B-Instruct",
+                    model__prequantized=True)
+    result = run_cli("validate", _write(tmp_path, text))
+    assert_one_line_error(result, "is the bf16 checkpoint", "nvidia/Llama-3.1-70B-Instruct-FP8")
+
+
+def test_awq_without_a_catalog_checkpoint_names_model_optimizer(run_cli, tmp_path):
+    text = _variant(DISAGG_70B, model__id="meta-llama/Llama-3.1-70B-Instruct", model__dtype="awq")
+    result = run_cli("validate", _write(tmp_path, text))
+    assert_one_line_error(result, "model.dtype is awq", "Model Optimizer",
+                           "model.prequantized: true")
+
+
+def test_an_own_checkpoint_declared_prequantized_is_accepted(run_cli, tmp_path):
+    arch = {"layers": 80, "attention_heads": 64, "kv_heads": 8, "hidden_size": 8192,
+            "params_billion": 70.6}
+    text = _variant(DISAGG_70B, model__id="/models/llama70b-int8", model__dtype="int8",
+                    model__architecture=arch, model__prequantized=True)
+    assert run_cli("validate", _write(tmp_path, text)).exit_code == 0
+    text = _variant(DISAGG_70B, model__id="/models/llama70b-int8", model__dtype="int8",
+                    model__architecture=arch)
+    assert_one_line_error(run_cli("validate", _write(tmp_path, text)),
+                          "is not known to hold int8 weights", "model.prequantized: true")

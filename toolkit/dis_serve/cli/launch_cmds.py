@@ -75,8 +75,9 @@ def up(
     detach: Annotated[bool, typer.Option(
         "--detach", "-d", help="Return once ready; the graph keeps running in the "
                                "background until `dis-serve down`.")] = False,
-    timeout: Annotated[float, typer.Option(
-        help="Seconds to wait for the graph to be ready.", min=1)] = 120.0,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds to wait for the graph to be ready (default: the workers' startup "
+             "budget for this backend and model size).", min=1)] = None,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
     topo = _load(file)
@@ -93,7 +94,7 @@ def up(
         _up_foreground(topo, timeout)
 
 
-def _up_detached(topo, timeout: float) -> None:
+def _up_detached(topo, timeout: float | None) -> None:
     from ..launch.daemon import start_detached
 
     status, prepared = start_detached(topo, ready_timeout_s=timeout)
@@ -104,7 +105,7 @@ def _up_detached(topo, timeout: float) -> None:
                   f"{status.name} | dis-serve down {status.name}", markup=False)
 
 
-def _up_foreground(topo, timeout: float) -> None:
+def _up_foreground(topo, timeout: float | None) -> None:
     from rich.live import Live
 
     from ..launch.graph import launch_graph

@@ -20,6 +20,7 @@ import traceback
 from pathlib import Path
 
 from ..errors import RunError
+from ..startup_budget import worker_startup_budget_s
 from ..topology import Topology
 from .graph import PreparedRun, prepare_run
 from .rundir import RunDir
@@ -30,9 +31,11 @@ POLL_S = 0.02
 
 
 def start_detached(topo: Topology, *, run_root: Path | None = None,
-                   ready_timeout_s: float = 120.0) -> tuple[GraphStatus, PreparedRun]:
-    """Start the graph under a detached supervisor; return its status once ready.
-    RunError (with the supervisor's reason) if the graph fails before that."""
+                   ready_timeout_s: float | None = None) -> tuple[GraphStatus, PreparedRun]:
+    """Start the graph under a detached supervisor; return its status once ready (default
+    budget: the workers' startup budget for the backend and model). RunError (with the
+    supervisor's reason) if the graph fails before that."""
+    ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
     prepared = prepare_run(topo, run_root)
     run_dir = prepared.run_dir
     sys.stdout.flush()

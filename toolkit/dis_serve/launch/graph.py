@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import RunError
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
+from ..startup_budget import worker_startup_budget_s
 from ..topology import Backend, Topology
 from .control import claim
 from .model_card import write_model_card
@@ -162,11 +163,13 @@ class RunningGraph:
 
 
 def launch_graph(topo: Topology, *, run_root: Path | None = None,
-                 ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                 ready_timeout_s: float | None = None, policy: RestartPolicy | None = None,
                  grace_s: float = DEFAULT_GRACE_S,
                  on_event: Callable[[str], None] | None = None) -> RunningGraph:
-    """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`)."""
+    """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
+    readiness budget defaults to the workers' startup budget for the backend and model."""
     prepared = prepare_run(topo, run_root)
+    ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
                             policy=policy, grace_s=grace_s, on_event=on_event)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
@@ -180,7 +183,7 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
 
 
 def start_graph(topo: Topology, *, run_root: Path | None = None,
-                ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                ready_timeout_s: float | None = None, policy: RestartPolicy | None = None,
                 grace_s: float = DEFAULT_GRACE_S,
                 on_event: Callable[[str], None] | None = None) -> RunningGraph:
     """Start the graph and return once it is ready (RunError, everything stopped, if not)."""

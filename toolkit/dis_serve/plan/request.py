@@ -114,6 +114,10 @@ class PlanRequest(BaseModel):
     replay_requests: int | None = Field(
         default=None, gt=0, description="Requests to replay (default: enough for a steady "
                                         "state).")
+    autoscale: bool = Field(
+        default=False,
+        description="Give the trtllm topology an `autoscale` section: on Kubernetes Dynamo's "
+                    "SLA planner then holds the SLA within the planned GPUs.")
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:
