@@ -27,20 +27,20 @@ def test_runs_default_to_dot_dis_serve_in_the_working_directory(monkeypatch, tmp
 
 
 def test_list_runs_finds_every_graph_directory(tmp_path):
-    for name in ("b", "a"):
+    for name in ("bb", "aa"):
         RunDir.for_graph(name, tmp_path).prepare()
-    assert [r.name for r in list_runs(tmp_path)] == ["a", "b"]
+    assert [r.name for r in list_runs(tmp_path)] == ["aa", "bb"]
 
 
 def test_tail_returns_the_last_lines_without_colour(tmp_path):
-    run = RunDir.for_graph("g", tmp_path)
+    run = RunDir.for_graph("gr", tmp_path)
     run.prepare()
     run.log_file("etcd").write_text("".join(f"\x1b[2mline {i}\x1b[0m\n" for i in range(50)))
     assert run.tail("etcd", 3) == ["line 47", "line 48", "line 49"]
 
 
 def test_tail_of_a_missing_log_is_empty(tmp_path):
-    assert RunDir.for_graph("g", tmp_path).tail("nope") == []
+    assert RunDir.for_graph("gr", tmp_path).tail("nope") == []
 
 
 def test_strip_ansi_removes_rust_log_colours():
@@ -105,7 +105,7 @@ def test_a_frontend_on_a_public_address_is_flagged():
 
 
 def test_follow_yields_only_lines_appended_after_it_started(tmp_path):
-    run = RunDir.for_graph("g", tmp_path)
+    run = RunDir.for_graph("gr", tmp_path)
     run.prepare()
     run.log_file("frontend").write_text("old\n")
     lines = run.follow(["frontend"], poll_s=0.01)

@@ -158,3 +158,17 @@ def test_mode_and_pools_must_agree(run_cli, tmp_path):
     text = _variant(DEMO, mode="agg")
     result = run_cli("validate", _write(tmp_path, text))
     assert_one_line_error(result, "pools.prefill is set but mode is agg", "set mode: disagg")
+
+
+def test_deeply_nested_yaml_is_refused_in_one_line(run_cli, tmp_path):
+    result = run_cli("validate", _write(tmp_path, "name: " + "[" * 5000 + "]" * 5000))
+    assert_one_line_error(result, "topology.yaml", "nested more than")
+
+
+def test_ctrl_c_in_a_command_exits_130_with_one_line(run_cli, tmp_path, monkeypatch):
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dis_serve.yaml_input.load_model_file", interrupted)
+    result = run_cli("validate", tmp_path / "any.yaml")
+    assert_one_line_error(result, "interrupted", code=130)

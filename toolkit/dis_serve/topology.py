@@ -7,6 +7,7 @@ machine (ports in use, binaries, GPUs present are preflight's job).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from enum import StrEnum
@@ -153,8 +154,23 @@ class KvTransferBackend(StrEnum):
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_SYSTEM_PORT = 32767
-# Graph and scenario names become Kubernetes names, namespaces and directory names.
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# Graph and scenario names become Kubernetes names, namespaces and directory names. Always
+# matched whole (re.fullmatch): `$` would also match before a trailing newline.
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
+# The frontend names a file after the served model name, and one path component holds 255
+# bytes (NAME_MAX): measured with Dynamo 1.6.1, a 255-byte name serves, a 256-byte one never
+# gets past "Model materialization failed" (File name too long).
+MAX_SERVED_NAME_BYTES = 255
+# model.id is a Hugging Face id or a path; Linux refuses longer paths (PATH_MAX) and longer
+# path components (NAME_MAX).
+MAX_MODEL_ID_BYTES = 4095
+MAX_PATH_COMPONENT_BYTES = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_valid_name(name: str) -> bool:
+    """The rule for graph and scenario names, matched against the whole name."""
+    return NAME_RE.fullmatch(name) is not None
 
 
 class Architecture(_Strict):
@@ -199,6 +215,26 @@ class Model(_Strict):
         default=4096, gt=0, description="Longest prompt the graph must accept, in tokens.")
     max_output_tokens: int = Field(
         default=1024, gt=0, description="Longest completion the graph must produce, in tokens.")
+
+    @model_validator(mode="after")
+    def _check_names(self) -> Model:
+        for key, value in (("model.id", self.id), ("model.served_name", self.served_name)):
+            if value is not None and (match := _CONTROL.search(value)):
+                raise ValueError(f"{key} {value[:60]!r} holds the control character "
+                                 f"{match.group()!r}; remove it (names reach files, argv and "
+                                 "logs)")
+        too_long = next((part for part in self.id.split("/")
+                         if len(part.encode()) > MAX_PATH_COMPONENT_BYTES), None)
+        if len(self.id.encode()) > MAX_MODEL_ID_BYTES or too_long is not None:
+            raise ValueError(f"model.id is {len(self.id.encode())} bytes; the filesystem takes "
+                             f"at most {MAX_MODEL_ID_BYTES} bytes in a path and "
+                             f"{MAX_PATH_COMPONENT_BYTES} between slashes; shorten it")
+        if len(self.name.encode()) > MAX_SERVED_NAME_BYTES:
+            key = "model.served_name" if self.served_name else "model.id"
+            raise ValueError(f"{key} gives a served model name of {len(self.name.encode())} "
+                             f"bytes; Dynamo names files after it, which allows at most "
+                             f"{MAX_SERVED_NAME_BYTES}; set a shorter model.served_name")
+        return self
 
     @property
     def name(self) -> str:
@@ -289,11 +325,27 @@ class Router(_Strict):
 class Frontend(_Strict):
     """The OpenAI-compatible HTTP frontend."""
 
-    host: str = Field(default="127.0.0.1", description="Address the HTTP server binds.")
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address the HTTP server binds: an IP address of this machine "
+                    "(127.0.0.1, 0.0.0.0, ::1 ...) or localhost.")
     port: Port = Field(default=8000, description="HTTP port.")
     migration_limit: int = Field(
         default=3, ge=0, le=100,
         description="Times a request may move to another worker when its worker dies.")
+
+    @model_validator(mode="after")
+    def _host_is_an_address(self) -> Frontend:
+        if self.host == "localhost":
+            return self
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            raise ValueError(f"frontend.host {self.host[:60]!r} is not an IP address; the "
+                             "server binds an address, not a name: use 127.0.0.1 (this machine "
+                             "only), 0.0.0.0 (every interface) or one of this machine's "
+                             "addresses") from None
+        return self
 
 
 class Etcd(_Strict):
@@ -489,8 +541,8 @@ class Topology(_Strict):
         return self
 
     def _check_name(self) -> None:
-        if not NAME_RE.match(self.name):
-            raise ValueError(f"name {self.name!r} must be 2-40 lower-case letters, digits or "
+        if not is_valid_name(self.name):
+            raise ValueError(f"name {self.name[:60]!r} must be 2-40 lower-case letters, digits or "
                              "dashes, starting with a letter (it becomes a Kubernetes name)")
 
     def _check_architecture(self) -> None:

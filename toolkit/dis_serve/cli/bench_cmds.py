@@ -165,9 +165,10 @@ def bench(
     tokenizer: TokenizerOpt = None,
 ) -> None:
     """Sweep a graph with AIPerf: report (JSON, CSV, Markdown, plots) and optional CI gate."""
-    from ..bench.gate import enforce, evaluate, load_baseline
+    from ..bench.gate import check_compatible, enforce, evaluate, load_baseline
     from ..bench.runner import bench_running, bench_topology, default_out_dir
     from ..bench.scenario import load_scenario
+    from ..bench.target import check_url
 
     if (baseline is None) != (max_regression is None):
         raise UserInputError("--baseline and --max-regression go together",
@@ -182,6 +183,10 @@ def bench(
     spec = load_scenario(scenario)
     base = load_baseline(baseline) if baseline is not None else None
     topo, topo_path = _load_topology(topology or topology_opt)
+    if base is not None and baseline is not None:
+        check_compatible(base, spec, topo.name, baseline_source=str(baseline))
+    if url is not None:
+        url = check_url(url)
     out_dir = (out or default_out_dir(topo.name, spec)).resolve()
     with _progress() as progress:
         observer = _RichObserver(progress)

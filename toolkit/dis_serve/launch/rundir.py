@@ -19,8 +19,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..errors import UserInputError
 from ..render.launch_plan import LaunchPlan
-from ..topology import Topology
+from ..topology import Topology, is_valid_name
 from .status import GraphStatus
 
 HOME_ENV = "DIS_SERVE_HOME"
@@ -41,7 +42,18 @@ class RunDir:
 
     @classmethod
     def for_graph(cls, name: str, root: Path | None = None) -> RunDir:
-        return cls((root or default_root()) / "runs" / name)
+        """The run directory of graph `name`; UserInputError for a name that is not a graph
+        name (`..`, slashes, a newline) or a directory that leads out of the run root."""
+        runs = (root or default_root()) / "runs"
+        if not is_valid_name(name):
+            raise UserInputError(f"{name[:60]!r} is not a graph name", key="name",
+                                 fix="graph names are 2-40 lower-case letters, digits or "
+                                     "dashes; `dis-serve status` lists the graphs")
+        path = runs / name
+        if path.is_symlink() or (path.exists() and path.resolve().parent != runs.resolve()):
+            raise UserInputError(f"{path} leads outside {runs}", key="name",
+                                 fix="remove that link; run directories are plain directories")
+        return cls(path)
 
     @property
     def name(self) -> str:
@@ -148,7 +160,9 @@ def list_runs(root: Path | None = None) -> list[RunDir]:
     runs = (root or default_root()) / "runs"
     if not runs.is_dir():
         return []
-    return sorted((RunDir(p) for p in runs.iterdir() if p.is_dir()), key=lambda r: r.name)
+    return sorted((RunDir(p) for p in runs.iterdir()
+                   if p.is_dir() and not p.is_symlink() and is_valid_name(p.name)),
+                  key=lambda r: r.name)
 
 
 def _write_atomic(path: Path, text: str) -> None:
