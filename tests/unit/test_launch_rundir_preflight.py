@@ -6,8 +6,11 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from dis_serve.builtin import DEMO_TOPOLOGY
-from dis_serve.launch.preflight import exposure_warnings, find_binary, port_key
+from dis_serve.errors import PreflightError
+from dis_serve.launch.preflight import check_ports, exposure_warnings, find_binary, port_key
 from dis_serve.launch.process import create_time, same_process
 from dis_serve.launch.rundir import RunDir, default_root, list_runs, strip_ansi
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
@@ -115,3 +118,11 @@ def test_follow_yields_only_lines_appended_after_it_started(tmp_path):
     with run.log_file("frontend").open("a") as log:
         log.write(" done\n")
     assert next(lines) == ("frontend", "half done")
+
+
+def test_a_frontend_host_that_is_not_this_machines_is_not_called_a_port_in_use():
+    topo = _demo(frontend__host="192.0.2.1")  # TEST-NET-1: never a local address
+    plan = render_launch_plan(topo, RenderContext(run_dir=Path("/run/x")))
+    plan = plan.model_copy(update={"processes": [plan.process("frontend")]})
+    with pytest.raises(PreflightError, match="not an address of this machine"):
+        check_ports(plan, topo)
