@@ -77,19 +77,22 @@ def up(
                                "background until `dis-serve down`.")] = False,
     timeout: Annotated[float, typer.Option(
         help="Seconds to wait for the graph to be ready.", min=1)] = 120.0,
+    keep_runs: Annotated[int, typer.Option(
+        "--keep-runs", help="Earlier runs whose logs and last state are kept in the run "
+                            "directory's previous/ (0: none).", min=0)] = 3,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
     topo = _load(file)
     if detach:
-        _up_detached(topo, timeout)
+        _up_detached(topo, timeout, keep_runs)
     else:
-        _up_foreground(topo, timeout)
+        _up_foreground(topo, timeout, keep_runs)
 
 
-def _up_detached(topo, timeout: float) -> None:
+def _up_detached(topo, timeout: float, keep_runs: int) -> None:
     from ..launch.daemon import start_detached
 
-    status, prepared = start_detached(topo, ready_timeout_s=timeout)
+    status, prepared = start_detached(topo, ready_timeout_s=timeout, keep_runs=keep_runs)
     _print_preparation(prepared)
     console.print(status_table(status))
     _print_ready(status)
@@ -97,7 +100,7 @@ def _up_detached(topo, timeout: float) -> None:
                   f"{status.name} | dis-serve down {status.name}", markup=False)
 
 
-def _up_foreground(topo, timeout: float) -> None:
+def _up_foreground(topo, timeout: float, keep_runs: int) -> None:
     from rich.live import Live
 
     from ..launch.graph import launch_graph
@@ -107,7 +110,8 @@ def _up_foreground(topo, timeout: float) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.default_int_handler)
     events: queue.Queue[str] = queue.Queue()
-    graph = launch_graph(topo, ready_timeout_s=timeout, on_event=events.put)
+    graph = launch_graph(topo, ready_timeout_s=timeout, on_event=events.put,
+                         keep_runs=keep_runs)
     _print_preparation(graph.prepared)
     supervisor = graph.supervisor
     try:

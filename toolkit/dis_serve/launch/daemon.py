@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import RunError
 from ..topology import Topology
 from .graph import PreparedRun, prepare_run
-from .rundir import RunDir
+from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphPhase, GraphStatus
 from .supervisor import Supervisor
 
@@ -30,10 +30,11 @@ POLL_S = 0.02
 
 
 def start_detached(topo: Topology, *, run_root: Path | None = None,
-                   ready_timeout_s: float = 120.0) -> tuple[GraphStatus, PreparedRun]:
+                   ready_timeout_s: float = 120.0,
+                   keep_runs: int = DEFAULT_KEEP_RUNS) -> tuple[GraphStatus, PreparedRun]:
     """Start the graph under a detached supervisor; return its status once ready.
     RunError (with the supervisor's reason) if the graph fails before that."""
-    prepared = prepare_run(topo, run_root)
+    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     run_dir = prepared.run_dir
     sys.stdout.flush()
     sys.stderr.flush()
@@ -82,7 +83,7 @@ def _daemon_main(run_dir: RunDir, ready_timeout_s: float) -> None:
 def _redirect_stdio(log: Path) -> None:
     # Let go of the terminal and of any pipe the caller reads `up`'s output from.
     devnull = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(devnull, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)

@@ -25,13 +25,14 @@ from .model_card import write_model_card
 from .orphans import Leftover
 from .preflight import check_backend, check_ports, exposure_warnings, find_binaries
 from .process import DEFAULT_GRACE_S
-from .rundir import RunDir
+from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphStatus
 from .supervisor import RestartPolicy, Supervisor
 
 # Left from a previous run of the same graph: an old etcd keeps the old workers'
-# registrations (until their leases expire), which the new frontend would route to.
-_EPHEMERAL = ("etcd-data", "nats-data", "logs", "state.json")
+# registrations (until their leases expire), which the new frontend would route to. (Within
+# one run they are kept: a restarted etcd or NATS finds its data again.)
+_EPHEMERAL = ("etcd-data", "nats-data")
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,11 @@ class PreparedRun:
     warnings: list[str] = field(default_factory=list)
 
 
-def prepare_run(topo: Topology, run_root: Path | None = None) -> PreparedRun:
+def prepare_run(topo: Topology, run_root: Path | None = None, *,
+                keep_runs: int = DEFAULT_KEEP_RUNS) -> PreparedRun:
     """Everything before the first process starts: claim the run directory (stopping what a
-    dead supervisor left), preflight, render, write the model card and engine configs."""
+    dead supervisor left), preflight, render, keep the last `keep_runs` runs' logs, write the
+    model card and engine configs."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     cleaned = claim(run_dir)
     check_backend(topo)
@@ -59,6 +62,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None) -> PreparedRun:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
+    run_dir.archive_previous(keep_runs)
     run_dir.prepare()
     if plan.needs_model_card:
         write_model_card(Path(plan.model_path), topo.model.resolved_architecture(),
@@ -150,9 +154,10 @@ class RunningGraph:
 def launch_graph(topo: Topology, *, run_root: Path | None = None,
                  ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
                  grace_s: float = DEFAULT_GRACE_S,
-                 on_event: Callable[[str], None] | None = None) -> RunningGraph:
+                 on_event: Callable[[str], None] | None = None,
+                 keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`)."""
-    prepared = prepare_run(topo, run_root)
+    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
                             policy=policy, grace_s=grace_s, on_event=on_event)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`

@@ -76,7 +76,8 @@ class ChildProcess:
     def start(self) -> None:
         env = os.environ | self.spec.env
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
             log.write(f"--- dis-serve: starting {self.name}: {' '.join(self.spec.argv)}\n"
                       .encode())
             log.flush()
@@ -84,10 +85,11 @@ class ChildProcess:
             if _prctl is not None:
                 parent = os.getpid()
                 preexec = lambda: _die_with_parent(parent)  # noqa: E731
+            # umask 077: what a child writes (etcd's and NATS's data, caches) is private too.
             self.popen = subprocess.Popen(
                 self.spec.argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec,
-                close_fds=True)
+                close_fds=True, umask=0o077)
         self.started_at = time.monotonic()
         self.create_time = create_time(self.popen.pid)
 

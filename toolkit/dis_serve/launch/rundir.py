@@ -7,12 +7,17 @@ Layout under `$DIS_SERVE_HOME` (default `./.dis-serve`):
     runs/<name>/state.json      what the supervisor observed last (GraphStatus), rewritten
                                 atomically on every change: pids, create times, states
     runs/<name>/logs/<process>.log, logs/supervisor.log
+                                each rotated by size: <process>.log.1 is the newest old part
+    runs/<name>/previous/<time>/ the logs and last state of earlier runs (`up --keep-runs`)
+
+Private by default: directories 0700, files 0600 (logs hold prompts, state holds pids).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +30,12 @@ from ..topology import Topology, is_valid_name
 from .status import GraphStatus
 
 HOME_ENV = "DIS_SERVE_HOME"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+# Logs grow about 6 KB per request at Dynamo's default level: rotate by size, keep a few.
+LOG_MAX_BYTES = 32 * 1024 * 1024
+LOG_BACKUPS = 3
+DEFAULT_KEEP_RUNS = 3
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -85,8 +96,76 @@ class RunDir:
     def exists(self) -> bool:
         return self.state_file.is_file() or self.plan_file.is_file()
 
+    @property
+    def previous(self) -> Path:
+        return self.path / "previous"
+
     def prepare(self) -> None:
-        self.logs.mkdir(parents=True, exist_ok=True)
+        for directory in (self.path, self.logs):
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(PRIVATE_DIR)
+
+    def open_log(self, process: str) -> int:
+        """A file descriptor appending to the process's log (created private)."""
+        self.prepare()
+        return os.open(self.log_file(process), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                       PRIVATE_FILE)
+
+    def rotate_logs(self, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS) -> list[str]:
+        """Copy each log past `max_bytes` to `.1` (older parts shift up, the oldest goes) and
+        empty it in place: its process keeps its descriptor and, appending, writes on at the
+        start. The names of the logs rotated."""
+        rotated = []
+        for log in sorted(self.logs.glob("*.log")):
+            try:
+                if log.stat().st_size <= max_bytes:
+                    continue
+                for index in range(backups - 1, 0, -1):
+                    older = log.with_name(f"{log.name}.{index}")
+                    if older.exists():
+                        older.replace(log.with_name(f"{log.name}.{index + 1}"))
+                shutil.copyfile(log, log.with_name(f"{log.name}.1"))
+                os.truncate(log, 0)
+                rotated.append(log.stem)
+            except OSError:
+                continue  # gone meanwhile, or the directory was removed: try next time
+        return rotated
+
+    def archive_previous(self, keep_runs: int = DEFAULT_KEEP_RUNS) -> Path | None:
+        """Move the last run's logs and state under previous/<time>/ and keep only the
+        newest `keep_runs` of those (0: keep none). Where they went, if anywhere."""
+        moved = None
+        if keep_runs > 0 and (self.logs.is_dir() or self.state_file.is_file()):
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self._last_started()))
+            moved = self.previous / stamp
+            suffix = 1
+            while moved.exists():
+                suffix += 1
+                moved = self.previous / f"{stamp}-{suffix}"
+            moved.mkdir(parents=True, mode=PRIVATE_DIR)
+            self.previous.chmod(PRIVATE_DIR)
+            for item in (self.logs, self.state_file):
+                if item.exists():
+                    item.replace(moved / item.name)
+        for item in (self.logs, self.state_file):
+            if item.is_dir():
+                shutil.rmtree(item)
+            elif item.exists():
+                item.unlink()
+        if self.previous.is_dir():
+            runs = sorted(p for p in self.previous.iterdir() if p.is_dir())
+            for old in runs[:max(0, len(runs) - keep_runs)]:
+                shutil.rmtree(old, ignore_errors=True)
+        return moved
+
+    def _last_started(self) -> float:
+        state = self.read_state()
+        if state is not None:
+            return state.started_at
+        try:
+            return self.logs.stat().st_mtime
+        except OSError:
+            return time.time()
 
     # --- the files ------------------------------------------------------------------------
     def write_launch_inputs(self, topo: Topology, plan: LaunchPlan) -> None:
@@ -168,5 +247,7 @@ def list_runs(root: Path | None = None) -> list[RunDir]:
 def _write_atomic(path: Path, text: str) -> None:
     # Readers in other shells must never see a half-written file.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     tmp.replace(path)

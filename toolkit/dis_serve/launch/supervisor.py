@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import httpx
 
 LOG_LINES_ON_FAILURE = 15
+LOG_ROTATION_EVERY_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,11 @@ class Supervisor:
     # --- steady state -------------------------------------------------------------------
     def _supervise(self) -> None:
         next_health = time.monotonic() + self.health_every_s
+        next_rotation = time.monotonic() + LOG_ROTATION_EVERY_S
         while not self._stop.is_set():
+            if time.monotonic() >= next_rotation:
+                self.run_dir.rotate_logs()
+                next_rotation = time.monotonic() + LOG_ROTATION_EVERY_S
             self._check_exits()
             self._restart_due()
             starting = [s for s in self._slots if s.state is ProcessState.STARTING]
