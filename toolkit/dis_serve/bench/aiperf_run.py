@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError
+from ..launch.process import parent_death_preexec
 from .scenario import LoadKind, Scenario, SweepPoint
 
 EXPORT_FILE = "profile_export_aiperf.json"
@@ -123,8 +124,12 @@ def run_aiperf(argv: Sequence[str], artifact_dir: Path, *, timeout_s: float,
     env = inherited | {"NO_COLOR": "1", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
     start = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log:
+        # Its own session (so stopping it reaches every service), and dead with us: if
+        # `bench` is SIGKILLed the kernel kills the controller, whose services AIPerf
+        # already ties to it the same way.
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                preexec_fn=parent_death_preexec(),
                                 text=True, encoding="utf-8", errors="replace")
         reader = threading.Thread(target=_pump, args=(proc, log, tail, on_phase), daemon=True)
         reader.start()

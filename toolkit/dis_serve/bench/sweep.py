@@ -12,11 +12,14 @@ its fingerprint (scenario, topology, endpoint, point) matches; otherwise it runs
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -38,6 +41,7 @@ from .server_metrics import read_server_metrics
 from .target import BenchTarget
 
 POINTS_DIR = "points"
+LOCK_FILE = ".sweep.lock"
 _COUNTER_PERIOD_S = 1.0
 
 
@@ -118,11 +122,37 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
     return result
 
 
+@contextlib.contextmanager
+def sweep_lock(out_dir: Path) -> Iterator[None]:
+    """Hold `out_dir` for one sweep: a second `bench` into it fails at once instead of
+    running AIPerf beside the first and deleting its artifacts. The kernel drops the lock
+    when the holder dies, however it dies."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise RunError(f"another sweep (pid {holder}) is writing to {out_dir}; wait for "
+                           "it or give --out another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
 def run_sweep(scenario: Scenario, target: BenchTarget, out_dir: Path,
               observer: SweepObserver | None = None) -> BenchResult:
     """Every point of the scenario, reusing finished ones; RunError at the first failed point
     (the points finished before it stay on disk)."""
-    observer = observer or SilentObserver()
+    with sweep_lock(out_dir):
+        return _run_points(scenario, target, out_dir, observer or SilentObserver())
+
+
+def _run_points(scenario: Scenario, target: BenchTarget, out_dir: Path,
+                observer: SweepObserver) -> BenchResult:
     (out_dir / POINTS_DIR).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results: list[PointResult] = []

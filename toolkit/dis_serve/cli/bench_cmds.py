@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from ..errors import UserInputError
+from .signals import interrupt_on_termination
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -170,6 +171,7 @@ def bench(
     from ..bench.scenario import load_scenario
     from ..bench.target import check_url
 
+    interrupt_on_termination()  # SIGTERM stops AIPerf's tree and the graph, like Ctrl-C
     if (baseline is None) != (max_regression is None):
         raise UserInputError("--baseline and --max-regression go together",
                              key="--baseline" if baseline is None else "--max-regression",
@@ -229,6 +231,7 @@ def compare(
     from ..bench.scenario import load_scenario
     from ..launch.rundir import default_root
 
+    interrupt_on_termination()
     spec = load_scenario(scenario)
     (topo_a, path_a), (topo_b, path_b) = _load_topology(a), _load_topology(b)
     out_dir = (out or default_root() / "compare" /

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import queue
 import shlex
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import RunError, UserInputError
+from .signals import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..launch.rundir import RunDir
@@ -105,10 +105,9 @@ def _up_foreground(topo, timeout: float, keep_runs: int) -> None:
 
     from ..launch.graph import launch_graph
 
-    # Ctrl-C stops the graph, even from a shell that ignores SIGINT in background jobs; so do
-    # `dis-serve down` from another shell (SIGTERM) and a closed terminal (SIGHUP).
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.default_int_handler)
+    # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
+    # closed terminal (SIGHUP).
+    interrupt_on_termination()
     events: queue.Queue[str] = queue.Queue()
     graph = launch_graph(topo, ready_timeout_s=timeout, on_event=events.put,
                          keep_runs=keep_runs)

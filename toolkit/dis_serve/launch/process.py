@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -34,6 +35,16 @@ def _die_with_parent(parent_pid: int) -> None:
     # The parent may have died between fork and prctl; then nobody would ever signal us.
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def parent_death_preexec() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the kernel SIGKILL the child when the spawning thread dies
+    (None where Linux's prctl is missing): for children in a session of their own, which no
+    signal to our process group reaches."""
+    if _prctl is None:
+        return None
+    parent = os.getpid()
+    return lambda: _die_with_parent(parent)
 
 
 def create_time(pid: int) -> float | None:
@@ -81,10 +92,7 @@ class ChildProcess:
             log.write(f"--- dis-serve: starting {self.name}: {' '.join(self.spec.argv)}\n"
                       .encode())
             log.flush()
-            preexec = None
-            if _prctl is not None:
-                parent = os.getpid()
-                preexec = lambda: _die_with_parent(parent)  # noqa: E731
+            preexec = parent_death_preexec()
             # umask 077: what a child writes (etcd's and NATS's data, caches) is private too.
             self.popen = subprocess.Popen(
                 self.spec.argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
