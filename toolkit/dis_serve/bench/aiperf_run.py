@@ -51,8 +51,9 @@ def aiperf_executable() -> list[str]:
 
 
 def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
-               artifact_dir: Path) -> list[str]:
-    """The `aiperf profile` command line for one sweep point."""
+               artifact_dir: Path, *, export_level: str = "summary") -> list[str]:
+    """The `aiperf profile` command line for one sweep point. `export_level` "records" adds
+    the per-request export (profile_export.jsonl) that `dis-serve chaos` reads."""
     argv = [*aiperf_executable(), "profile",
             "--model", target.model,
             "--url", target.url,
@@ -66,7 +67,7 @@ def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
             "--request-timeout-seconds", f"{scenario.request_timeout_s:g}",
             "--ui-type", "none",
             "--artifact-dir", str(artifact_dir),
-            "--export-level", "summary",
+            "--export-level", export_level,
             "--no-gpu-telemetry",
             "--server-metrics-formats", "json"]
     if scenario.streaming:
