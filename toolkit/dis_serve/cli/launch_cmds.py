@@ -146,12 +146,19 @@ def _drain(events: queue.Queue[str]) -> None:
             console.print(message, markup=False)
 
 
+EXIT_FAILED = 1
+EXIT_DEGRADED = 3
+
+
 def status(
     name: Annotated[str | None, typer.Argument(
         help="Graph name (default: the only running graph).")] = None,
 ) -> None:
-    """Show a running graph's processes: pid, state, port, restarts, ready."""
+    """Show a running graph's processes: pid, state, port, restarts, ready. Exit status 0
+    when it is ready (or starting, or was stopped cleanly), 3 when degraded, 1 when failed
+    or its supervisor is gone."""
     from ..launch.control import find_run, supervisor_alive
+    from ..launch.status import GraphPhase
 
     run = find_run(name, active_only=False)
     state = run.read_state()
@@ -160,15 +167,24 @@ def status(
                              fix="start it with `dis-serve up`")
     console.print(status_table(state, check_pids=True))
     alive = supervisor_alive(state)
-    if alive and state.phase.value == "ready":
+    code = 0
+    if alive and state.phase.serving:
         console.print(f"serving {state.model_name} at {state.endpoint} (supervisor pid "
                       f"{state.supervisor_pid})", markup=False)
+    if alive and state.phase is GraphPhase.DEGRADED:
+        code = EXIT_DEGRADED
+        for problem in state.problems:
+            console.print(f"degraded: {problem}", markup=False)
     elif not alive and not state.phase.finished:
+        code = EXIT_FAILED
         console.print(f"the supervisor (pid {state.supervisor_pid}) is gone; the table is its "
                       f"last record; `dis-serve down {state.name}` stops anything left",
                       markup=False)
+    if state.phase is GraphPhase.FAILED:
+        code = EXIT_FAILED
     if state.error:
         console.print(f"error: {state.error}", markup=False)
+    raise typer.Exit(code)
 
 
 def logs(

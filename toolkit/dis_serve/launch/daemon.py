@@ -99,8 +99,9 @@ def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
         signal.signal(sig, lambda *_: supervisor.request_stop())
     thread = threading.Thread(target=supervisor.run, name="supervisor")
     thread.start()
-    # Wait in short slices: the main thread must stay responsive to signals.
-    while not supervisor.finished.wait(0.5):
+    # Wait in short slices: the main thread must stay responsive to signals. A supervisor
+    # thread that died without finishing took its children with it (pdeathsig): exit too.
+    while not supervisor.finished.wait(0.5) and thread.is_alive():
         pass
     thread.join()
     return 1 if supervisor.error else 0

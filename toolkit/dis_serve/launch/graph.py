@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import RunError
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
-from ..topology import Backend, Topology
+from ..topology import Backend, Supervision, Topology
 from .control import claim
 from .model_card import write_model_card
 from .orphans import Leftover
@@ -27,7 +27,7 @@ from .preflight import check_backend, check_ports, exposure_warnings, find_binar
 from .process import DEFAULT_GRACE_S
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphStatus
-from .supervisor import RestartPolicy, Supervisor
+from .supervisor import Supervisor
 
 # Left from a previous run of the same graph: an old etcd keeps the old workers'
 # registrations (until their leases expire), which the new frontend would route to. (Within
@@ -152,14 +152,14 @@ class RunningGraph:
 
 
 def launch_graph(topo: Topology, *, run_root: Path | None = None,
-                 ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                 ready_timeout_s: float = 120.0, supervision: Supervision | None = None,
                  grace_s: float = DEFAULT_GRACE_S,
                  on_event: Callable[[str], None] | None = None,
                  keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`)."""
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            policy=policy, grace_s=grace_s, on_event=on_event)
+                            supervision=supervision, grace_s=grace_s, on_event=on_event)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",
@@ -171,11 +171,11 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
 
 
 def start_graph(topo: Topology, *, run_root: Path | None = None,
-                ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                ready_timeout_s: float = 120.0, supervision: Supervision | None = None,
                 grace_s: float = DEFAULT_GRACE_S,
                 on_event: Callable[[str], None] | None = None) -> RunningGraph:
     """Start the graph and return once it is ready (RunError, everything stopped, if not)."""
     graph = launch_graph(topo, run_root=run_root, ready_timeout_s=ready_timeout_s,
-                         policy=policy, grace_s=grace_s, on_event=on_event)
+                         supervision=supervision, grace_s=grace_s, on_event=on_event)
     graph.wait_ready()
     return graph

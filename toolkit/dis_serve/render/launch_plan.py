@@ -16,6 +16,8 @@ from ..topology import (
     EtcdMode,
     NatsMode,
     PoolRole,
+    Restart,
+    Supervision,
     Topology,
 )
 
@@ -28,10 +30,14 @@ class ProcessKind(StrEnum):
     FRONTEND = "frontend"
     WORKER = "worker"
 
+    def restart_policy(self, supervision: Supervision) -> Restart:
+        """This kind's restart policy in the topology's `supervision` section."""
+        return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
     @property
-    def restarts_on_crash(self) -> bool:
-        # Infrastructure dying takes the graph down; a worker dying is routine and retried.
-        return self is ProcessKind.WORKER
+    def serves_alone(self) -> bool:
+        """The graph cannot serve without this very process (a worker has pool peers)."""
+        return self is not ProcessKind.WORKER
 
 
 class ProbeKind(StrEnum):
@@ -88,6 +94,9 @@ class LaunchPlan(BaseModel):
     engine_configs: dict[str, str] = Field(
         default_factory=dict, description="Pool role -> engine config path the workers read.")
     processes: list[ProcessSpec] = Field(description="In start order; stop in reverse.")
+    supervision: Supervision = Field(
+        default_factory=Supervision,
+        description="The topology's restart policies and liveness check.")
 
     def process(self, name: str) -> ProcessSpec:
         for spec in self.processes:
@@ -288,4 +297,4 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
         name=topo.name, namespace=topo.namespace, run_dir=ctx.run_dir,
         endpoint=f"http://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card, engine_configs=engine_configs,
-        processes=processes)
+        processes=processes, supervision=topo.supervision)
