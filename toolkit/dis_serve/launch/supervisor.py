@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 LOG_LINES_ON_FAILURE = 15
 LOG_ROTATION_EVERY_S = 5.0
 # A hung process gets this long to honour SIGTERM before SIGKILL (it is hung: not long).
-HUNG_GRACE_S = 2.0
+HUNG_GRACE_S = 1.0
 _LIVE = (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY)
 
 
@@ -385,7 +385,7 @@ class Supervisor:
         signature = (self._phase, self.error, self._ready_after, tuple(
             (s.state, s.ready, s.restarts, s.child.pid, s.exit_code, s.problem)
             for s in self._slots))
-        if signature == self._signature:
+        if signature == self._signature and self.run_dir.state_file.exists():
             return
         self.snapshot = self._build_status()
         try:
