@@ -51,7 +51,7 @@ METRICS = (  # (name, how to read it from an AIPerf summary)
 
 
 def demo_topology(work: Path) -> Path:
-    from dis_serve.relocate import relocated_demo
+    from relocate import relocated_demo
 
     path = work / "topology.yaml"
     path.write_text(yaml.safe_dump(relocated_demo("bench-fidelity", BASE_PORT), sort_keys=False))

@@ -47,7 +47,7 @@ SCENARIO = {
 
 
 def demo_topology(work: Path) -> Path:
-    from dis_serve.relocate import relocated_demo
+    from relocate import relocated_demo
 
     path = work / "topology.yaml"
     path.write_text(yaml.safe_dump(relocated_demo("bench-overhead", BASE_PORT), sort_keys=False))

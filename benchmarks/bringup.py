@@ -41,14 +41,16 @@ TARGET_RATIO = 1.3
 
 
 def demo_topology(name: str) -> dict:
-    from dis_serve.relocate import relocated_demo
+    from relocate import relocated_demo
 
     return relocated_demo(name, BASE_PORT)
 
 
 def first_completion(endpoint: str, model: str, deadline: float) -> None:
+    from dis_serve.http_client import direct_client
+
     body = {"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "w3"}]}
-    with httpx.Client(trust_env=False, timeout=5) as client:
+    with direct_client(5) as client:
         while time.monotonic() < deadline:
             try:
                 if client.post(f"{endpoint}/v1/chat/completions", json=body).status_code == 200:

@@ -26,7 +26,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import psutil
 import yaml
 
@@ -40,7 +39,7 @@ MB = 1024 * 1024
 
 
 def demo_file(work: Path) -> Path:
-    from dis_serve.relocate import relocated_demo
+    from relocate import relocated_demo
 
     path = work / "footprint.yaml"
     path.write_text(yaml.safe_dump(relocated_demo("bench-footprint", BASE_PORT), sort_keys=False))
@@ -53,8 +52,10 @@ def memory(pid: int) -> dict[str, float]:
 
 
 def serve_requests(endpoint: str, model: str, count: int = 200) -> int:
+    from dis_serve.http_client import direct_client
+
     body = {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "w3 w4"}]}
-    with httpx.Client(trust_env=False, timeout=60) as client:
+    with direct_client(60) as client:
         def one(_: int) -> bool:
             return client.post(f"{endpoint}/v1/chat/completions", json=body).status_code == 200
 

@@ -11,6 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 GRAPHS = REPO / "graphs"
+# Helpers the tests share with the benchmarks (relocate) live beside the benchmarks.
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 
 @dataclass

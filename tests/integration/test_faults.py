@@ -20,8 +20,8 @@ from conftest import REPO, wait_until
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, ProcessState
-from dis_serve.relocate import relocated_demo
 from dis_serve.topology import Topology
+from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")

@@ -20,7 +20,7 @@ from dis_serve.launch.control import stop_run
 from dis_serve.launch.process import same_process
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
-from dis_serve.relocate import relocated_demo
+from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
@@ -153,14 +153,30 @@ def test_killing_the_supervisor_takes_every_child_with_it(tmp_path):
     assert "supervisor had died" in down.stdout
 
 
+_NOTE_SIGTERM = """
+import pathlib, signal, sys, time
+mark = pathlib.Path(sys.argv[1])
+def note(*_):
+    mark.write_text("SIGTERM")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, note)
+mark.write_text("ready")
+time.sleep(300)
+"""
+
+
 def test_down_stops_processes_a_dead_supervisor_left_behind(tmp_path):
     # Stand-ins for children that outlived their supervisor (a grandchild, or a platform
     # without PR_SET_PDEATHSIG): real processes, each leading its own group as ours do.
     home = tmp_path / "home"
     run = RunDir.for_graph("it-left", home)
     run.prepare()
-    sleepers = [subprocess.Popen(["sleep", "300"], start_new_session=True) for _ in range(2)]
+    # Each notes the signal that stopped it: the sweep must ask (SIGTERM) before it kills.
+    marks = [tmp_path / f"sleeper-{i}" for i in range(2)]
+    sleepers = [subprocess.Popen([sys.executable, "-c", _NOTE_SIGTERM, str(mark)],
+                                 start_new_session=True) for mark in marks]
     try:
+        assert wait_until(lambda: all(mark.exists() for mark in marks), timeout=10)
         run.write_state(GraphStatus(
             name="it-left", namespace="dis-serve-it-left", run_dir=str(run.path),
             endpoint="http://127.0.0.1:18199", model_name="m", supervisor_pid=os.getpid(),
@@ -172,7 +188,9 @@ def test_down_stops_processes_a_dead_supervisor_left_behind(tmp_path):
                                        ("decode-0", "worker", sleepers[1]))]))
         result = stop_run(run)
         assert [item.name for item in result.leftovers] == ["frontend", "decode-0"]
-        assert [p.wait(timeout=10) for p in sleepers] == [-signal.SIGTERM] * 2
+        for p in sleepers:
+            p.wait(timeout=10)
+        assert [mark.read_text() for mark in marks] == ["SIGTERM"] * 2
     finally:
         for p in sleepers:
             p.kill()

@@ -17,9 +17,9 @@ from dis_serve.errors import RunError
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.process import same_process
 from dis_serve.launch.status import ProcessState
-from dis_serve.relocate import relocate
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
+from relocate import relocate
 
 pytestmark = pytest.mark.integration
 FAST = {"backoff_base_s": 0.2, "backoff_cap_s": 1.0, "max_failures": 3, "window_s": 60}

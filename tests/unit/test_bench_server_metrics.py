@@ -116,3 +116,36 @@ def test_endpoints_aiperf_could_not_reach_are_listed():
 def test_no_export_means_no_server_load(tmp_path):
     _, endpoints = _endpoints("disagg-c4")
     assert read_server_metrics(tmp_path / "server_metrics_export.json", endpoints) is None
+
+
+def test_bench_reads_the_plan_up_wrote_rather_than_rendering_one(tmp_path, monkeypatch):
+    from dis_serve.bench.target import plan_of
+    from dis_serve.builtin import DEMO_TOPOLOGY
+    from dis_serve.launch.rundir import RunDir
+    from dis_serve.render.launch_plan import RenderContext, render_launch_plan
+
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    topo = load_model_file(Topology, DEMO_TOPOLOGY)
+    rendered_here = plan_of(topo)
+    assert rendered_here.model_path == str(RunDir.for_graph(topo.name).path / "model-card")
+    # `up` rendered with the model directory it found on its machine: bench must use that.
+    up_plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path / "elsewhere",
+                                                     model_path="/models/card"))
+    RunDir.for_graph(topo.name).write_launch_inputs(topo, up_plan)
+    assert plan_of(topo) == up_plan
+
+
+def test_a_plan_up_wrote_for_another_topology_of_the_same_name_is_not_used(tmp_path,
+                                                                          monkeypatch):
+    from dis_serve.bench.target import plan_of
+    from dis_serve.builtin import DEMO_TOPOLOGY
+    from dis_serve.launch.rundir import RunDir
+    from dis_serve.render.launch_plan import RenderContext, render_launch_plan
+
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    running = load_model_file(Topology, DEMO_TOPOLOGY)
+    RunDir.for_graph(running.name).write_launch_inputs(
+        running, render_launch_plan(running, RenderContext(run_dir=tmp_path)))
+    other = running.model_copy(update={"model": running.model.model_copy(
+        update={"served_name": "other-model"})})
+    assert plan_of(other).model_name == "other-model"

@@ -16,7 +16,13 @@ import warnings
 import pytest
 
 from conftest import GRAPHS
-from dis_serve.render.launch_plan import frontend_argv, mocker_argv, trtllm_argv
+from dis_serve.render.dynamo_argv import (
+    TargetParams,
+    frontend_args,
+    mocker_args,
+    trtllm_args,
+)
+from dis_serve.render.k8s import target_params as k8s_target
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -27,6 +33,15 @@ ALL_GRAPHS = TRTLLM_GRAPHS + MOCKER_GRAPHS
 
 def _load(name: str) -> Topology:
     return load_model_file(Topology, GRAPHS / name)
+
+
+def _local(topo: Topology) -> TargetParams:
+    return TargetParams.local(topo, python="python3", model_path="/models/card",
+                              engine_config_dir="/cfg")
+
+
+# Every target's own parameters go through the same parsers.
+TARGETS = {"local": _local, "k8s": k8s_target}
 
 
 @pytest.fixture
@@ -51,34 +66,39 @@ def trtllm_parse_args(monkeypatch):
     return parse_args
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("graph", ALL_GRAPHS)
-def test_frontend_argv_parses_with_dynamo_frontend_parser_without_warnings(graph):
+def test_frontend_argv_parses_with_dynamo_frontend_parser_without_warnings(graph, target):
     from dynamo.frontend.frontend_args import FrontendArgGroup, FrontendConfig
 
     topo = _load(graph)
+    params = TARGETS[target](topo)
     parser = argparse.ArgumentParser()
     FrontendArgGroup().add_arguments(parser)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        args, unknown = parser.parse_known_args(frontend_argv(topo, "python3")[3:])
+        args, unknown = parser.parse_known_args(frontend_args(topo, params))
     assert unknown == []
     config = FrontendConfig.from_cli_args(args)
     config.validate()
     assert config.router_mode == topo.router.mode.value
     assert config.migration_limit == topo.frontend.migration_limit
-    assert (config.http_host, config.http_port) == (topo.frontend.host, topo.frontend.port)
-    assert config.namespace == topo.namespace
+    assert (config.http_host, config.http_port) == (params.http_host, params.http_port)
+    if params.namespace is not None:
+        assert config.namespace == params.namespace
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("graph", MOCKER_GRAPHS)
-def test_mocker_argv_parses_with_dynamo_mocker_parser(graph):
+def test_mocker_argv_parses_with_dynamo_mocker_parser(graph, target):
     from dynamo.mocker.args import parse_args
 
     topo = _load(graph)
+    params = TARGETS[target](topo)
     for role, pool in topo.active_pools():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            args = parse_args(mocker_argv(topo, role, "python3", "/models/card")[3:])
+            args = parse_args(mocker_args(topo, role, params))
         assert args.engine_type == "trtllm"
         assert args.disaggregation_mode == role.disaggregation_mode
         assert args.max_num_seqs == pool.max_batch_size
@@ -86,20 +106,22 @@ def test_mocker_argv_parses_with_dynamo_mocker_parser(graph):
         assert args.endpoint.startswith(f"dyn://{topo.namespace}.")
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("graph", TRTLLM_GRAPHS)
-def test_trtllm_argv_parses_with_dynamo_trtllm_parser(graph, trtllm_parse_args):
+def test_trtllm_argv_parses_with_dynamo_trtllm_parser(graph, target, trtllm_parse_args):
     topo = _load(graph)
+    params = TARGETS[target](topo)
     for role, pool in topo.active_pools():
-        argv = trtllm_argv(topo, role, "python3", topo.model.id, f"/cfg/{role.value}.yaml")
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            config = trtllm_parse_args(argv[3:])
-        assert config.model == topo.model.id
+            config = trtllm_parse_args(trtllm_args(topo, role, params))
+        assert config.model == params.model_path
         assert config.served_model_name == topo.model.name
-        assert config.namespace == topo.namespace
+        if params.namespace is not None:
+            assert config.namespace == params.namespace
         expected_mode = {"agg": "AGGREGATED"}.get(role.value, role.name)
         assert config.disaggregation_mode.name == expected_mode
-        assert config.extra_engine_args == f"/cfg/{role.value}.yaml"
+        assert config.extra_engine_args == f"{params.engine_config_dir}/{role.value}.yaml"
         assert config.tensor_parallel_size == pool.tensor_parallel
         assert config.max_batch_size == pool.max_batch_size
         assert config.publish_kv_events is role.publishes_kv_events
@@ -107,5 +129,30 @@ def test_trtllm_argv_parses_with_dynamo_trtllm_parser(graph, trtllm_parse_args):
 
 def test_prefill_workers_register_under_the_prefill_component(trtllm_parse_args):
     topo = _load("llama70b-h100-disagg.yaml")
-    config = trtllm_parse_args(trtllm_argv(topo, PoolRole.PREFILL, "python3", "m", "c")[3:])
+    config = trtllm_parse_args(trtllm_args(topo, PoolRole.PREFILL, _local(topo)))
     assert config.component == "prefill"
+
+
+def test_a_node_target_advertises_its_own_address_and_finds_discovery_on_the_head():
+    from dis_serve.render.dynamo_argv import dynamo_env, worker_argv
+
+    topo = _load("demo.yaml")
+    node = _local(topo).model_copy(update={
+        "advertise_host": "127.0.0.3", "etcd_endpoints": "http://127.0.0.2:2379",
+        "nats_server": "nats://127.0.0.2:4222"})
+    env = dynamo_env(topo, node)
+    assert {env[k] for k in ("DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST",
+                             "DYN_EVENT_PLANE_HOST", "DYN_SYSTEM_HOST")} == {"127.0.0.3"}
+    assert (env["ETCD_ENDPOINTS"], env["NATS_SERVER"]) == ("http://127.0.0.2:2379",
+                                                           "nats://127.0.0.2:4222")
+    assert worker_argv(topo, PoolRole.DECODE, node) == worker_argv(topo, PoolRole.DECODE,
+                                                                   _local(topo))
+
+
+def test_the_operator_supplies_namespace_and_discovery_in_kubernetes():
+    from dis_serve.render.dynamo_argv import dynamo_env
+
+    topo = _load("llama70b-h100-disagg.yaml")
+    params = k8s_target(topo)
+    assert "--namespace" not in trtllm_args(topo, PoolRole.DECODE, params)
+    assert not {"DYN_NAMESPACE", "ETCD_ENDPOINTS", "NATS_SERVER"} & set(dynamo_env(topo, params))

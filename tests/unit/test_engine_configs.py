@@ -96,3 +96,23 @@ def test_cuda_graphs_cover_every_batch_up_to_the_limit():
     assert cuda_graph_batch_sizes(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert cuda_graph_batch_sizes(96) == [1, 2, 4, 8, 16, 32, 64, 96]
     assert cuda_graph_batch_sizes(1) == [1]
+
+
+def test_the_package_reads_the_engine_templates_users_edit_in_configs():
+    from conftest import REPO
+    from dis_serve.builtin import ENGINE_TEMPLATES
+
+    assert ENGINE_TEMPLATES.resolve() == REPO / "configs"
+    assert sorted(p.name for p in (ENGINE_TEMPLATES / "trtllm").iterdir()) == [
+        "agg.yaml", "decode.yaml", "prefill.yaml"]
+
+
+def test_no_tracked_symlink_dangles():
+    import subprocess
+
+    from conftest import REPO
+
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=REPO, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    links = [REPO / line.split("\t", 1)[1] for line in listed if line.startswith("120000")]
+    assert [link for link in links if not link.exists()] == []

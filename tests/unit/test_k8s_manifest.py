@@ -114,3 +114,18 @@ def test_the_mocker_graph_needs_no_config_map_and_no_gpus():
     for component in docs[0]["spec"]["components"]:
         container = component["podTemplate"]["spec"]["containers"][0]
         assert "resources" not in container
+
+
+def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
+    from dis_serve.render.k8s import ROUTER_POLICY_MOUNT, router_policy_map_name
+
+    topo = load_model_file(Topology, GRAPHS / "demo.yaml")
+    topo = topo.model_copy(update={"router": topo.router.model_copy(
+        update={"policy_config": "/home/me/policy.yaml"})})
+    frontend = _components(render_manifests(topo)[-1])["frontend"]["podTemplate"]["spec"]
+    args = frontend["containers"][0]["args"]
+    mounted = args[args.index("--router-policy-config") + 1]
+    assert mounted.startswith(ROUTER_POLICY_MOUNT + "/")
+    assert frontend["containers"][0]["volumeMounts"][0]["mountPath"] == ROUTER_POLICY_MOUNT
+    assert frontend["volumes"][0]["configMap"]["name"] == router_policy_map_name(topo)
+    assert "/home/me" not in " ".join(args)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from dis_serve.ansi import strip_ansi
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import PreflightError
 from dis_serve.launch.preflight import check_ports, exposure_warnings, find_binary, port_key
 from dis_serve.launch.process import create_time, same_process
-from dis_serve.launch.rundir import RunDir, default_root, list_runs, strip_ansi
+from dis_serve.launch.rundir import RunDir, default_root, list_runs
 from dis_serve.launch.status import GraphPhase, GraphStatus
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology

@@ -5,10 +5,10 @@ from __future__ import annotations
 import yaml
 
 from conftest import GRAPHS
-from dis_serve.relocate import relocate
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import parse_model
+from relocate import relocate
 
 
 def _ports_and_namespace(data: dict, tmp_path) -> tuple[set[int], str]:

@@ -30,10 +30,6 @@ class GpuType(StrEnum):
     L40S = "l40s"
     L4 = "l4"
 
-    @property
-    def spec(self) -> GpuSpec:
-        return GPUS[self]
-
 
 GPUS: dict[GpuType, GpuSpec] = {
     GpuType.H100_SXM: GpuSpec("NVIDIA H100 SXM 80GB", 80.0, 3.35, 989.0, 1979.0, 2.99, "h100_sxm"),

@@ -37,6 +37,11 @@ class Backend(StrEnum):
         return {Backend.TRTLLM: "dynamo.trtllm", Backend.MOCKER: "dynamo.mocker"}[self]
 
     @property
+    def k8s_component_prefix(self) -> str:
+        """How Dynamo's DGD examples begin the names of this backend's worker components."""
+        return {Backend.TRTLLM: "TRTLLM", Backend.MOCKER: "Mocker"}[self]
+
+    @property
     def uses_engine_config(self) -> bool:
         return self is Backend.TRTLLM
 
@@ -70,6 +75,72 @@ class PoolRole(StrEnum):
     def overlap_scheduler(self) -> bool:
         # TRT-LLM's overlap scheduler must be off for context-only (prefill) workers.
         return self is not PoolRole.PREFILL
+
+    @property
+    def dynamo_component(self) -> str:
+        """The component a worker registers under (`dyn://NAMESPACE.COMPONENT.generate`), as
+        Dynamo's own launchers name it: prefill workers "prefill", the others "backend"."""
+        return "prefill" if self is PoolRole.PREFILL else "backend"
+
+    @property
+    def worker_type(self) -> str:
+        """Dynamo's name for workers of this role: the frontend's `/v1/models/<model>/ready`
+        counts and the mocker's `worker_type` engine argument both use it."""
+        return {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
+                PoolRole.AGG: "aggregated"}[self]
+
+    @property
+    def router_worker_type(self) -> str:
+        """The KV router's `worker_type` label: it counts aggregated workers as decode
+        workers (they run the decode step)."""
+        return "prefill" if self is PoolRole.PREFILL else "decode"
+
+    @property
+    def k8s_component_type(self) -> str:
+        """The DynamoGraphDeployment component `type` the operator knows this role by."""
+        return {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
+                PoolRole.AGG: "worker"}[self]
+
+    def k8s_component_name(self, backend: Backend) -> str:
+        """The DGD component name, as in Dynamo's examples (TRTLLMPrefillWorker ...)."""
+        suffix = {PoolRole.PREFILL: "PrefillWorker", PoolRole.DECODE: "DecodeWorker",
+                  PoolRole.AGG: "Worker"}[self]
+        return backend.k8s_component_prefix + suffix
+
+
+class ProcessKind(StrEnum):
+    """The kinds of process a graph runs."""
+
+    ETCD = "etcd"
+    NATS = "nats"
+    FRONTEND = "frontend"
+    WORKER = "worker"
+
+    def restart_policy(self, supervision: Supervision) -> Restart:
+        """This kind's restart policy in the topology's `supervision` section."""
+        return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
+    @property
+    def serves_alone(self) -> bool:
+        """The graph cannot serve without this very process (a worker has pool peers)."""
+        return self is not ProcessKind.WORKER
+
+    @property
+    def stop_rank(self) -> int:
+        """Kinds stop in rising rank: the frontend first (no new requests), then the
+        workers, then NATS, then etcd (which the others deregister from)."""
+        return {ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1, ProcessKind.NATS: 2,
+                ProcessKind.ETCD: 3}[self]
+
+    def port_key(self, port: str, worker_index: int = 0) -> str:
+        """The topology key that sets this kind's port named `port` (worker: the
+        `worker_index`-th worker's system port), so a port conflict names what to change."""
+        if self is ProcessKind.WORKER:
+            return f"observability.system_port_base + {worker_index}"
+        return {(ProcessKind.ETCD, "client"): "coordination.etcd.client_port",
+                (ProcessKind.ETCD, "peer"): "coordination.etcd.peer_port",
+                (ProcessKind.NATS, "client"): "coordination.nats.port",
+                (ProcessKind.FRONTEND, "http"): "frontend.port"}[(self, port)]
 
 
 class WeightDtype(StrEnum):
@@ -700,14 +771,14 @@ class Topology(_Strict):
                                  f"{owner} another port")
             used[port] = owner
 
-        claim(self.frontend.port, "frontend.port")
+        claim(self.frontend.port, ProcessKind.FRONTEND.port_key("http"))
         etcd = self.coordination.etcd
         if etcd.mode is EtcdMode.EMBEDDED:
-            claim(etcd.client_port, "coordination.etcd.client_port")
-            claim(etcd.peer_port, "coordination.etcd.peer_port")
+            claim(etcd.client_port, ProcessKind.ETCD.port_key("client"))
+            claim(etcd.peer_port, ProcessKind.ETCD.port_key("peer"))
         nats = self.coordination.nats
         if nats.mode is NatsMode.EMBEDDED:
-            claim(nats.port, "coordination.nats.port")
+            claim(nats.port, ProcessKind.NATS.port_key("client"))
         workers = sum(p.workers for _, p in self.active_pools())
         base = self.observability.system_port_base
         # Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit number.
@@ -716,7 +787,7 @@ class Topology(_Strict):
                              f"passes {MAX_SYSTEM_PORT}, the highest system port Dynamo "
                              f"accepts; set it to {MAX_SYSTEM_PORT - workers + 1} or lower")
         for i in range(workers):
-            claim(base + i, f"worker {i} system port (observability.system_port_base + {i})")
+            claim(base + i, f"worker {i} system port ({ProcessKind.WORKER.port_key('system', i)})")
 
     def _check_kv_buffer(self) -> None:
         if self.mode is not Mode.DISAGG:

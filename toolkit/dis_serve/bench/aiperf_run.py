@@ -21,15 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ansi import strip_ansi
 from ..errors import RunError
 from ..launch.process import parent_death_preexec
-from .scenario import LoadKind, Scenario, SweepPoint
+from ..launch.stopping import signal_group, stop_processes
+from .scenario import Scenario, SweepPoint
 
 EXPORT_FILE = "profile_export_aiperf.json"
 SERVER_METRICS_FILE = "server_metrics_export.json"
 LOG_FILE = "aiperf.log"
 TAIL_LINES = 15
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # AIPerf announces each phase on a NOTICE line: "Phase profiling (profiling) started | ...".
 _PHASE = re.compile(r"NOTICE\s+Phase (\w+) \(\w+\) (started|complete)\b")
 
@@ -79,10 +80,7 @@ def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
                               f"inter_token_latency:{scenario.sla.itl_ms:g}"]
     if scenario.ignore_eos:
         argv += ["--extra-inputs", "ignore_eos:true"]
-    if point.kind is LoadKind.CONCURRENCY:
-        argv += ["--concurrency", str(int(point.value))]
-    else:
-        argv += ["--request-rate", point.display_value]
+    argv += [point.kind.aiperf_flag, point.aiperf_value]
     if scenario.requests is not None:
         argv += ["--request-count", str(scenario.requests)]
     else:
@@ -161,7 +159,7 @@ def _pump(proc: subprocess.Popen, log, tail: collections.deque[str],
           on_phase: Callable[[str, str], None] | None) -> None:
     assert proc.stdout is not None
     for raw in proc.stdout:
-        line = _ANSI.sub("", raw.rstrip("\n"))
+        line = strip_ansi(raw.rstrip("\n"))
         log.write(line + "\n")
         if line.strip():
             tail.append(line)
@@ -171,27 +169,14 @@ def _pump(proc: subprocess.Popen, log, tail: collections.deque[str],
 
 def stop_process_group(proc: subprocess.Popen, *, interrupt_grace_s: float = 15.0,
                        term_grace_s: float = 5.0) -> None:
-    """SIGINT, SIGTERM, SIGKILL to the process's group, each after the previous one's grace."""
-    for sig, grace in ((signal.SIGINT, interrupt_grace_s), (signal.SIGTERM, term_grace_s),
-                       (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            break
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            continue
-    # AIPerf's service processes share the group; make sure none outlives the controller.
-    _kill_leftovers(proc.pid)
+    """SIGINT, SIGTERM, SIGKILL to the process's group, each after the previous one's grace:
+    AIPerf's service processes share the group, and none may outlive the controller."""
+    stop_processes([proc.pid], term_grace_s, interrupt_grace_s=interrupt_grace_s)
 
 
 def _kill_leftovers(pgid: int) -> None:
     # A service AIPerf failed to stop would keep loading the graph during the next point.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
 
 
 def failure_message(run: AiperfRun, point: SweepPoint) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..http_client import direct_client
 from .metrics import PointResult
 from .scenario import SweepPoint
 
@@ -57,30 +58,23 @@ class SilentObserver:
 
 
 def parse_request_count(text: str) -> int | None:
-    """Sum of every series of the frontend's finished-requests counter; None if absent."""
-    total = 0.0
-    seen = False
-    for line in text.splitlines():
-        if not line.startswith(REQUESTS_COUNTER):
-            continue
-        rest = line[len(REQUESTS_COUNTER):]
-        if rest[:1] not in ("{", " "):
-            continue  # another metric whose name merely starts the same way
-        try:
-            total += float(rest.rsplit(" ", 1)[-1])
-        except ValueError:
-            continue
-        seen = True
-    return int(total) if seen else None
+    """Sum of every series of the frontend's finished-requests counter; None if absent (or
+    the text is not Prometheus' exposition format)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        values = [sample.value for family in text_string_to_metric_families(text)
+                  for sample in family.samples if sample.name == REQUESTS_COUNTER]
+    except ValueError:
+        return None
+    return int(sum(values)) if values else None
 
 
 class FrontendRequestCounter:
     """Requests the frontend has finished since this counter was made."""
 
     def __init__(self, url: str, timeout_s: float = 1.0) -> None:
-        import httpx
-
-        self._client = httpx.Client(timeout=timeout_s, trust_env=False)
+        self._client = direct_client(timeout_s)
         self._url = f"{url.rstrip('/')}/metrics"
         self._start = self._read()
 

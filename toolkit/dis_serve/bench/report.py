@@ -172,12 +172,20 @@ def report_markdown(result: BenchResult) -> str:
     lines += _table([load.capitalize(), *(METRICS_BY_KEY[k].title for k in keys)],
                     ([p.point.display_value, *(_fmt(METRICS_BY_KEY[k].get(p), 1) for k in keys)]
                      for p in result.points))
-    lines += ["", "## Server side, per pool", "",
-              "Sampled from the frontend's and every worker's Prometheus `/metrics` during "
-              "each point's measurement. Mean: summed over the pool's workers (KV cache: "
-              "averaged). Peak: the highest reading of any one worker. KV cache in % of the "
-              "worker's blocks; n/a where the workers do not publish it (the mocker's "
-              "prefill workers).", ""]
+    lines += _server_section(result, load)
+    lines += ["", "## Plots", "",
+              f"![Pareto: tokens/s/GPU against tokens/s/user]({PARETO_FILE})", "",
+              f"![Latency against load]({LATENCY_FILE})", ""]
+    return "\n".join(lines)
+
+
+def _server_section(result: BenchResult, load: str) -> list[str]:
+    lines = ["", "## Server side, per pool", "",
+             "Sampled from the frontend's and every worker's Prometheus `/metrics` during "
+             "each point's measurement. Mean: summed over the pool's workers (KV cache: "
+             "averaged). Peak: the highest reading of any one worker. KV cache in % of the "
+             "worker's blocks; n/a where the workers do not publish it (the mocker's "
+             "prefill workers).", ""]
     rows = []
     for p in result.points:
         if p.server is None:
@@ -193,10 +201,7 @@ def report_markdown(result: BenchResult) -> str:
     unreachable = sorted({u for p in result.points if p.server for u in p.server.unreachable})
     if unreachable:
         lines += ["", "Not reachable during the run: " + ", ".join(unreachable)]
-    lines += ["", "## Plots", "",
-              f"![Pareto: tokens/s/GPU against tokens/s/user]({PARETO_FILE})", "",
-              f"![Latency against load]({LATENCY_FILE})", ""]
-    return "\n".join(lines)
+    return lines
 
 
 # --- compare -----------------------------------------------------------------------------

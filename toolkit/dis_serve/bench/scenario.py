@@ -71,6 +71,11 @@ class SweepPoint(_Strict):
         return f"{self.value:g}"
 
     @property
+    def aiperf_value(self) -> str:
+        """The value after `kind.aiperf_flag`: concurrency is a whole number of requests."""
+        return str(int(self.value)) if self.kind is LoadKind.CONCURRENCY else self.display_value
+
+    @property
     def label(self) -> str:
         return f"{self.kind.value.replace('_', ' ')} {self.display_value}"
 

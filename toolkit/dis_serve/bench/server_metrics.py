@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import RunError
 from ..render.launch_plan import LaunchPlan
+from ..topology import PoolRole
 
 FRONTEND = "frontend"
 
@@ -134,7 +135,8 @@ def summarize(data: dict[str, Any], endpoints: list[MetricsEndpoint]) -> ServerL
     pools = []
     for pool in dict.fromkeys(e.pool for e in endpoints if e.pool != FRONTEND):
         queues = [s for name in WORKER_QUEUES for s in series(name, pool)]
-        queues += series(ROUTER_QUEUE, FRONTEND, {"worker_type": _router_worker_type(pool)})
+        queues += series(ROUTER_QUEUE, FRONTEND,
+                         {"worker_type": PoolRole(pool).router_worker_type})
         pools.append(PoolLoad(
             pool=pool,
             workers=sum(1 for e in endpoints if e.pool == pool and e.url in answered),
@@ -144,11 +146,6 @@ def summarize(data: dict[str, Any], endpoints: list[MetricsEndpoint]) -> ServerL
         ))
     unreachable = [e.url for e in endpoints if e.url not in answered]
     return ServerLoad(frontend=frontend, pools=pools, unreachable=unreachable)
-
-
-def _router_worker_type(pool: str) -> str:
-    # The KV router labels aggregated workers as decode workers (they run the decode step).
-    return "prefill" if pool == "prefill" else "decode"
 
 
 def _total(stats: list[dict]) -> Gauge | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..atomic_file import write_atomic
 from ..errors import RunError
 from .aiperf_export import read_export
 from .aiperf_run import (
@@ -71,12 +72,6 @@ def load_checkpoint(path: Path, expected_fingerprint: str) -> PointResult | None
     return result if result.fingerprint == expected_fingerprint else None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_dir: Path,
               observer: SweepObserver) -> PointResult:
     """Run AIPerf for one point and save its result file."""
@@ -117,7 +112,7 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
     result = point_result(point, summary, gpus=target.gpus, server=server,
                           aiperf_wall_s=run.wall_s,
                           fingerprint=fingerprint(scenario, target, point))
-    _write_atomic(point_file(out_dir, point), result.model_dump_json(indent=2))
+    write_atomic(point_file(out_dir, point), result.model_dump_json(indent=2))
     observer.point_finished(point, result)
     return result
 

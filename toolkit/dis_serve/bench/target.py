@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError, UserInputError
+from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..topology import Topology
 from .server_metrics import MetricsEndpoint, graph_endpoints
@@ -53,11 +54,16 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
 
 
 def plan_of(topo: Topology) -> LaunchPlan:
-    """The launch plan a graph of this topology runs: served model name, worker ports, and
-    (when `dis-serve up` started it from this directory) its model card's path."""
+    """The launch plan the graph runs (served model name, worker ports, model card path): the
+    one `dis-serve up` wrote to its run directory for this topology, read back; rendered
+    only for a graph started elsewhere (another directory or machine), which has none here."""
     from ..launch.rundir import RunDir
 
-    return render_launch_plan(topo, RenderContext(run_dir=RunDir.for_graph(topo.name).path))
+    run = RunDir.for_graph(topo.name)
+    recorded = run.plan_rendered_from(topo)
+    if recorded is not None:
+        return recorded
+    return render_launch_plan(topo, RenderContext(run_dir=run.path))
 
 
 def resolve_tokenizer(topo: Topology, plan: LaunchPlan, explicit: str | None) -> str:
@@ -102,8 +108,7 @@ def check_endpoint(url: str, model: str, *, topology_file: str | None = None,
     import httpx
 
     try:
-        # No proxies, like AIPerf's own client: what AIPerf cannot reach directly fails here.
-        with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        with direct_client(timeout_s) as client:
             response = client.get(f"{url}/v1/models")
     except httpx.HTTPError as exc:
         raise RunError(f"cannot reach {url} ({type(exc).__name__}: {exc or 'no answer'}); "

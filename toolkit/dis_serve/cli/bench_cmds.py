@@ -145,6 +145,25 @@ def _load_topology(path: Path | None):
     return load_model_file(Topology, chosen), chosen
 
 
+def _check_bench_options(topology: Path | None, topology_opt: Path | None,
+                         baseline: Path | None, max_regression: float | None,
+                         url: str | None) -> str | None:
+    """One-line errors for options that do not fit together; the normalized --url."""
+    from ..bench.target import check_url
+
+    if (baseline is None) != (max_regression is None):
+        raise UserInputError("--baseline and --max-regression go together",
+                             key="--baseline" if baseline is None else "--max-regression",
+                             fix="give both, e.g. --baseline B.json --max-regression 20")
+    if max_regression is not None and max_regression < 0:
+        raise UserInputError(f"{max_regression:g} is negative", key="--max-regression",
+                             fix="give the allowed regression in percent, e.g. 20")
+    if topology is not None and topology_opt is not None and topology != topology_opt:
+        raise UserInputError(f"two topologies given ({topology} and --topology {topology_opt})",
+                             key="--topology", fix="give one")
+    return check_url(url) if url is not None else None
+
+
 def bench(
     topology: Annotated[Path | None, typer.Argument(
         help="Topology to bring up, benchmark and stop (default: the demo graph).")] = None,
@@ -169,26 +188,14 @@ def bench(
     from ..bench.gate import check_compatible, enforce, evaluate, load_baseline
     from ..bench.runner import bench_running, bench_topology, default_out_dir
     from ..bench.scenario import load_scenario
-    from ..bench.target import check_url
 
     interrupt_on_termination()  # SIGTERM stops AIPerf's tree and the graph, like Ctrl-C
-    if (baseline is None) != (max_regression is None):
-        raise UserInputError("--baseline and --max-regression go together",
-                             key="--baseline" if baseline is None else "--max-regression",
-                             fix="give both, e.g. --baseline B.json --max-regression 20")
-    if max_regression is not None and max_regression < 0:
-        raise UserInputError(f"{max_regression:g} is negative", key="--max-regression",
-                             fix="give the allowed regression in percent, e.g. 20")
-    if topology is not None and topology_opt is not None and topology != topology_opt:
-        raise UserInputError(f"two topologies given ({topology} and --topology {topology_opt})",
-                             key="--topology", fix="give one")
+    url = _check_bench_options(topology, topology_opt, baseline, max_regression, url)
     spec = load_scenario(scenario)
     base = load_baseline(baseline) if baseline is not None else None
     topo, topo_path = _load_topology(topology or topology_opt)
-    if base is not None and baseline is not None:
+    if base is not None:  # before the first point runs, not after the sweep
         check_compatible(base, spec, topo.name, baseline_source=str(baseline))
-    if url is not None:
-        url = check_url(url)
     out_dir = (out or default_out_dir(topo.name, spec)).resolve()
     with _progress() as progress:
         observer = _RichObserver(progress)

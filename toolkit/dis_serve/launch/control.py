@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +11,7 @@ from .orphans import Leftover, kill_leftovers, leftovers
 from .process import same_process
 from .rundir import RunDir, default_root, list_runs
 from .status import GraphPhase, GraphStatus, ProcessState
+from .stopping import stop_processes
 
 
 def supervisor_alive(status: GraphStatus) -> bool:
@@ -90,12 +88,9 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
     alive = supervisor_alive(status)
     if alive:
         start = time.monotonic()
-        _signal(status.supervisor_pid, signal.SIGTERM)
-        while supervisor_alive(status) and time.monotonic() - start < timeout_s:
-            time.sleep(0.05)
-        if supervisor_alive(status):
-            # Its children die with it (PR_SET_PDEATHSIG); the sweep below gets the rest.
-            _signal(status.supervisor_pid, signal.SIGKILL)
+        # Not its group: a supervisor in the foreground shares the shell's. If it must be
+        # killed, its children die with it (PR_SET_PDEATHSIG); the sweep below gets the rest.
+        stop_processes([status.supervisor_pid], timeout_s, groups=False)
         waited = time.monotonic() - start
     found = kill_leftovers(status)
     stale = not alive and not status.phase.finished
@@ -111,8 +106,3 @@ def mark_stopped(status: GraphStatus) -> GraphStatus:
     processes = [p.model_copy(update={"state": ProcessState.STOPPED, "ready": False})
                  for p in status.processes]
     return status.model_copy(update={"phase": GraphPhase.STOPPED, "processes": processes})
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..atomic_file import write_atomic
 from ..catalog import ModelArchitecture
 
 UNK, BOS, EOS = "<unk>", "<|bos|>", "<|eos|>"
@@ -115,9 +116,8 @@ def write_model_card(directory: Path, arch: ModelArchitecture, *, name: str) -> 
         "config.json": config,
     }
     for filename, content in files.items():
-        tmp = directory / (filename + ".tmp")
-        tmp.write_text(json.dumps(content, indent=None if filename == "tokenizer.json" else 2))
-        tmp.replace(directory / filename)
+        write_atomic(directory / filename,
+                     json.dumps(content, indent=None if filename == "tokenizer.json" else 2))
     return directory
 
 

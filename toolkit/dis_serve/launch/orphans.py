@@ -8,18 +8,11 @@ whose leader is gone are still leftovers of our child.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import time
 from dataclasses import dataclass
-
-import psutil
 
 from .process import create_time, same_process
 from .status import GraphStatus, ProcessStatus
-
-_STOP_ORDER = {"frontend": 0, "worker": 1, "nats": 2, "etcd": 3}
+from .stopping import group_members, stop_processes
 
 
 @dataclass(frozen=True)
@@ -28,21 +21,10 @@ class Leftover:
     pids: tuple[int, ...]
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for proc in psutil.process_iter():
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                members.append(proc.pid)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return members
-
-
 def leftovers(status: GraphStatus) -> list[Leftover]:
     """Processes of the recorded graph that are still running, in stop order."""
     found = []
-    procs = sorted(status.processes, key=lambda p: _STOP_ORDER.get(p.kind, 1))
+    procs = sorted(status.processes, key=lambda p: p.kind.stop_rank)
     for proc in procs:
         pids = _leftover_pids(proc)
         if pids:
@@ -56,7 +38,7 @@ def _leftover_pids(proc: ProcessStatus) -> list[int]:
     leader_now = create_time(proc.pid)
     if leader_now is not None and not same_process(proc.pid, proc.create_time):
         return []  # the pid belongs to someone else now, and so does any group it leads
-    return _group_members(proc.pid)
+    return [member.pid for member in group_members(proc.pid)]
 
 
 def kill_leftovers(status: GraphStatus, grace_s: float = 5.0) -> list[Leftover]:
@@ -65,15 +47,5 @@ def kill_leftovers(status: GraphStatus, grace_s: float = 5.0) -> list[Leftover]:
     for item in found:
         pgid = status.process(item.name).pid
         assert pgid is not None
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and _group_members(pgid):
-            time.sleep(0.05)
-        if _group_members(pgid):
-            _signal_group(pgid, signal.SIGKILL)
+        stop_processes([pgid], grace_s)
     return found
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)

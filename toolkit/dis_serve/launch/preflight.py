@@ -17,16 +17,8 @@ from pathlib import Path
 import psutil
 
 from ..errors import PreflightError
-from ..render.launch_plan import LaunchPlan, ProcessKind, ProcessSpec
-from ..topology import EtcdMode, EventPlane, NatsMode, Topology
-
-# The topology key that sets each port, so a conflict message says what to change.
-_PORT_KEYS = {
-    ("etcd", "client"): "coordination.etcd.client_port",
-    ("etcd", "peer"): "coordination.etcd.peer_port",
-    ("nats", "client"): "coordination.nats.port",
-    ("frontend", "http"): "frontend.port",
-}
+from ..render.launch_plan import LaunchPlan, ProcessSpec
+from ..topology import EtcdMode, EventPlane, NatsMode, ProcessKind, Topology
 
 
 @dataclass(frozen=True)
@@ -108,10 +100,8 @@ def visible_gpus() -> int:
 
 
 def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
-    if spec.kind is ProcessKind.WORKER:
-        index = plan.workers.index(spec)
-        return f"observability.system_port_base + {index}"
-    return _PORT_KEYS.get((spec.name, port_name), f"{spec.name}.{port_name}")
+    index = plan.workers.index(spec) if spec.kind is ProcessKind.WORKER else 0
+    return spec.kind.port_key(port_name, index)
 
 
 def listen_host(spec: ProcessSpec, topo: Topology) -> str:

@@ -8,7 +8,6 @@ must therefore be spawned from a thread that lives as long as they do (the super
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
@@ -109,24 +108,11 @@ class ChildProcess:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def signal_group(self, sig: int) -> None:
-        if self.popen is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, sig)
-
-    def stop(self, grace_s: float = DEFAULT_GRACE_S) -> int | None:
-        """SIGTERM to the group, wait up to `grace_s`, then SIGKILL. Returns the exit status."""
+    def exit_status(self, reaped: dict[int, int]) -> int | None:
+        """The exit status once stopped: from `reaped` (what stopping.stop_processes
+        reaped), else reaped here (a child that had exited before the stop)."""
         if self.popen is None:
             return None
-        self.signal_group(signal.SIGTERM)
-        return self.wait_stopped(time.monotonic() + grace_s)
-
-    def wait_stopped(self, deadline: float) -> int | None:
-        """After SIGTERM: wait for the leader until `deadline`, then SIGKILL what is left of
-        the group (a leader that exited may leave children behind in it)."""
-        assert self.popen is not None
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
-        self.signal_group(signal.SIGKILL)
+        if self.popen.pid in reaped:
+            return reaped[self.popen.pid]
         return self.popen.wait()

@@ -18,23 +18,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessKind, ProcessSpec
-from ..topology import PoolRole
+from ..http_client import direct_client
+from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from ..topology import ProcessKind
 
 if TYPE_CHECKING:
-    # Imported where used: httpx costs ~60 ms, which `up` would otherwise spend before the
-    # first process starts.
     import httpx
 
 PROBE_TIMEOUT_S = 2.0
 
 
 def http_client(timeout_s: float = PROBE_TIMEOUT_S) -> httpx.Client:
-    import httpx
-
-    # trust_env=False: a proxy from the environment must never sit between us and loopback.
-    return httpx.Client(trust_env=False,
-                        timeout=httpx.Timeout(timeout_s, connect=min(0.5, timeout_s)))
+    return direct_client(timeout_s, connect_s=min(0.5, timeout_s))
 
 
 def tcp_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
@@ -121,21 +116,12 @@ class RouterView:
         return ", ".join(f"{t} {self.seen.get(t, 0)}/{n}" for t, n in self.expected.items())
 
 
-_WORKER_TYPES = {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
-                 PoolRole.AGG: "aggregated"}
-
-
-def worker_type(role: PoolRole) -> str:
-    """The frontend's name (in /v1/models/<model>/ready) for workers of this role."""
-    return _WORKER_TYPES[role]
-
-
 def expected_workers(plan: LaunchPlan, workers: list[ProcessSpec] | None = None) -> dict[str, int]:
     """Workers per worker type: of the plan, or of `workers` (those not given up)."""
     counts: dict[str, int] = {}
     for spec in plan.workers if workers is None else workers:
         assert spec.role is not None
-        key = worker_type(spec.role)
+        key = spec.role.worker_type
         counts[key] = counts.get(key, 0) + 1
     return counts
 

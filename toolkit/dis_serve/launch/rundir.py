@@ -16,7 +16,6 @@ Private by default: directories 0700, files 0600 (logs hold prompts, state holds
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -24,6 +23,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..ansi import strip_ansi
+from ..atomic_file import write_atomic
 from ..errors import UserInputError
 from ..render.launch_plan import LaunchPlan
 from ..topology import Topology, is_valid_name
@@ -36,7 +37,6 @@ PRIVATE_FILE = 0o600
 LOG_MAX_BYTES = 32 * 1024 * 1024
 LOG_BACKUPS = 3
 DEFAULT_KEEP_RUNS = 3
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def default_root() -> Path:
@@ -170,17 +170,24 @@ class RunDir:
     # --- the files ------------------------------------------------------------------------
     def write_launch_inputs(self, topo: Topology, plan: LaunchPlan) -> None:
         self.prepare()
-        _write_atomic(self.topology_file, topo.model_dump_json(indent=2))
-        _write_atomic(self.plan_file, plan.model_dump_json(indent=2))
-
-    def read_topology(self) -> Topology:
-        return Topology.model_validate_json(self.topology_file.read_text())
+        write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
+        write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
 
     def read_plan(self) -> LaunchPlan:
         return LaunchPlan.model_validate_json(self.plan_file.read_text())
 
+    def plan_rendered_from(self, topo: Topology) -> LaunchPlan | None:
+        """The plan `up` rendered from exactly this topology, or None (no run here, or a run
+        of another topology under the same name)."""
+        try:
+            if self.topology_file.read_text() != topo.model_dump_json(indent=2):
+                return None
+            return self.read_plan()
+        except (OSError, ValueError, ValidationError):
+            return None
+
     def write_state(self, status: GraphStatus) -> None:
-        _write_atomic(self.state_file, status.model_dump_json(indent=2))
+        write_atomic(self.state_file, status.model_dump_json(indent=2), PRIVATE_FILE)
 
     def read_state(self) -> GraphStatus | None:
         """The last recorded status, or None when there is none (or it is unreadable)."""
@@ -200,6 +207,7 @@ class RunDir:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             return []
+        # Dynamo's Rust logger colours its output even when it goes to a file.
         return [strip_ansi(line) for line in text.splitlines()[-lines:]]
 
 
@@ -230,11 +238,6 @@ class RunDir:
             time.sleep(poll_s)
 
 
-def strip_ansi(text: str) -> str:
-    # Dynamo's Rust logger colours its output even when it goes to a file.
-    return _ANSI.sub("", text)
-
-
 def list_runs(root: Path | None = None) -> list[RunDir]:
     runs = (root or default_root()) / "runs"
     if not runs.is_dir():
@@ -242,12 +245,3 @@ def list_runs(root: Path | None = None) -> list[RunDir]:
     return sorted((RunDir(p) for p in runs.iterdir()
                    if p.is_dir() and not p.is_symlink() and is_valid_name(p.name)),
                   key=lambda r: r.name)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # Readers in other shells must never see a half-written file.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    tmp.replace(path)

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..topology import ProcessKind
+
 
 class ProcessState(StrEnum):
     PENDING = "pending"        # not started yet
@@ -43,7 +45,7 @@ class GraphPhase(StrEnum):
 class ProcessStatus(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str
-    kind: str
+    kind: ProcessKind
     pid: int | None = Field(default=None, description="Current pid (None before the first start).")
     create_time: float | None = Field(
         default=None, description="The pid's start time (psutil): tells our process from a "

@@ -26,15 +26,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..render.launch_plan import LaunchPlan, ProcessKind, ProcessSpec
-from ..topology import Restart, Supervision
+from ..render.launch_plan import LaunchPlan, ProcessSpec
+from ..topology import ProcessKind, Restart, Supervision
 from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .readiness import (
     RouterView,
@@ -42,10 +41,10 @@ from .readiness import (
     probe_process,
     router_view,
     tcp_accepts,
-    worker_type,
 )
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
+from .stopping import stop_processes
 
 if TYPE_CHECKING:
     import httpx
@@ -201,7 +200,7 @@ class Supervisor:
             # the log of a worker of that type says why.
             missing = self._router.missing() if self._router else []
             workers = [s for s in self._slots if s.spec.role is not None
-                       and worker_type(s.spec.role) in missing]
+                       and s.spec.role.worker_type in missing]
             slot = workers[0] if workers else self._slots[-1]
             seen = self._router.describe() if self._router else "unknown"
             what = f"the router does not see every worker (seen/expected: {seen})"
@@ -269,8 +268,8 @@ class Supervisor:
     def _restart_hung(self, slot: _Slot) -> None:
         self.on_event(f"{slot.spec.name} left {slot.unanswered_probes} health probes in a "
                       "row unanswered; restarting it")
-        slot.child.signal_group(signal.SIGTERM)
-        code = slot.child.wait_stopped(time.monotonic() + HUNG_GRACE_S)
+        assert slot.child.pid is not None
+        code = slot.child.exit_status(stop_processes([slot.child.pid], HUNG_GRACE_S))
         self._on_exit(slot, code, time.monotonic(), "was hung")
 
     def _check_exits(self) -> None:
@@ -349,15 +348,16 @@ class Supervisor:
         by_name = {s.spec.name: s for s in self._slots}
         for group in order:
             slots = [by_name[spec.name] for spec in group]
-            live = [s for s in slots if s.child.popen is not None and s.child.alive]
-            for slot in live:
-                slot.state = ProcessState.STOPPING
-                slot.child.signal_group(signal.SIGTERM)
+            for slot in slots:
+                if slot.child.alive:
+                    slot.state = ProcessState.STOPPING
             self._publish()
-            deadline = time.monotonic() + self.grace_s
+            # Exited leaders too: a leader that crashed may have left children in its group.
+            started = [s for s in slots if s.child.pid is not None]
+            reaped = stop_processes([s.child.pid for s in started], self.grace_s)
             for slot in slots:
                 if slot.child.popen is not None:
-                    slot.exit_code = slot.child.wait_stopped(deadline)
+                    slot.exit_code = slot.child.exit_status(reaped)
                 if slot.state is not ProcessState.FAILED:
                     slot.state = ProcessState.STOPPED
                 slot.ready = False
@@ -375,7 +375,7 @@ class Supervisor:
             problems=[f"{s.spec.name}: {s.problem}" for s in self._slots
                       if s.problem and self._phase is GraphPhase.DEGRADED],
             processes=[ProcessStatus(
-                name=s.spec.name, kind=s.spec.kind.value, pid=s.child.pid,
+                name=s.spec.name, kind=s.spec.kind, pid=s.child.pid,
                 create_time=s.child.create_time, state=s.state, ports=dict(s.spec.ports),
                 restarts=s.restarts, ready=s.ready, exit_code=s.exit_code)
                 for s in self._slots])
@@ -408,9 +408,7 @@ class Supervisor:
 
 def stop_order(specs: list[ProcessSpec]) -> list[list[ProcessSpec]]:
     """Groups stopped one after the other; the processes of a group are stopped together."""
-    rank = {ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1, ProcessKind.NATS: 2,
-            ProcessKind.ETCD: 3}
     groups: dict[int, list[ProcessSpec]] = {}
     for spec in specs:
-        groups.setdefault(rank[spec.kind], []).append(spec)
+        groups.setdefault(spec.kind.stop_rank, []).append(spec)
     return [list(reversed(groups[r])) for r in sorted(groups)]

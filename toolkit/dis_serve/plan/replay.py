@@ -67,10 +67,8 @@ def kv_blocks(target: ModelOnGpu, pool: PoolPlan, block_size: int = BLOCK_SIZE) 
 
 def engine_args(target: ModelOnGpu, plan: Candidate, pool: PoolPlan, profile: Path,
                 gpus_per_node: int) -> dict:
-    worker_type = {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
-                   PoolRole.AGG: "aggregated"}[pool.role]
     engine = {
-        "backend": "trtllm", "worker_type": worker_type, "block_size": BLOCK_SIZE,
+        "backend": "trtllm", "worker_type": pool.role.worker_type, "block_size": BLOCK_SIZE,
         "max_num_seqs": pool.max_batch, "max_num_batched_tokens": pool.max_num_tokens,
         "num_gpu_blocks": kv_blocks(target, pool),
         "timing_model": {"type": "external", "provider": "dynamo_profile",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..topology import Backend, PoolRole, Topology
+from .dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from .engine_config import dump_engine_config, render_engine_configs
-from .launch_plan import frontend_argv, mocker_argv, trtllm_argv
 
 DYNAMO_VERSION = "1.6.1"
 IMAGES = {
@@ -21,13 +21,11 @@ IMAGES = {
     Backend.MOCKER: f"nvcr.io/nvidia/ai-dynamo/dynamo-planner:{DYNAMO_VERSION}",
 }
 SYSTEM_PORT = 9090
+HTTP_PORT = 8000
 ENGINE_CONFIG_MOUNT = "/etc/dis-serve/engine"
 ROUTER_POLICY_MOUNT = "/etc/dis-serve/router"
 HF_SECRET = "hf-token-secret"  # noqa: S105 - a Secret's name, not a secret
 
-_COMPONENT_TYPE = {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode", PoolRole.AGG: "worker"}
-_COMPONENT_NAME = {PoolRole.PREFILL: "TRTLLMPrefillWorker", PoolRole.DECODE: "TRTLLMDecodeWorker",
-                   PoolRole.AGG: "TRTLLMWorker"}
 
 
 def config_map_name(topo: Topology) -> str:
@@ -38,29 +36,32 @@ def router_policy_map_name(topo: Topology) -> str:
     return f"{topo.name}-router-policy"
 
 
+def target_params(topo: Topology) -> TargetParams:
+    """In the cluster the frontend serves the Service, so it binds all interfaces; the
+    operator supplies the namespace and the discovery endpoints; workers load the model by
+    id and read their engine configs (and the frontend its router policy) from ConfigMaps."""
+    policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
+    return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
+                        model_path=topo.model.id, engine_config_dir=ENGINE_CONFIG_MOUNT,
+                        router_policy_config=policy)
+
+
 def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": SYSTEM_PORT}, "periodSeconds": period,
             "timeoutSeconds": 5, "failureThreshold": failures}
 
 
 def _frontend_component(topo: Topology) -> dict[str, Any]:
-    # In the cluster the frontend serves the Service, so it binds all interfaces; the
-    # operator supplies discovery (etcd/NATS) and the namespace.
-    argv = _drop_flag(frontend_argv(topo, "python3"), "--namespace")
-    for flag, value in (("--http-host", "0.0.0.0"), ("--http-port", "8000")):  # noqa: S104
-        argv[argv.index(flag) + 1] = value
+    target = target_params(topo)
     container: dict[str, Any] = {
         "name": "main", "image": IMAGES[topo.backend],
-        "command": argv[:1], "args": argv[1:],
-        "ports": [{"name": "http", "containerPort": 8000}],
+        "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
+        "ports": [{"name": "http", "containerPort": HTTP_PORT}],
     }
     pod_spec: dict[str, Any] = {"containers": [container]}
     if topo.router.policy_config:
         # The policy file lives on the user's machine: it travels as a ConfigMap the user
         # creates from it (`render` prints the command), mounted where the flag points.
-        mounted = f"{ROUTER_POLICY_MOUNT}/policy.yaml"
-        argv[argv.index("--router-policy-config") + 1] = mounted
-        container["args"] = argv[1:]
         container["volumeMounts"] = [{"name": "router-policy", "mountPath": ROUTER_POLICY_MOUNT,
                                       "readOnly": True}]
         pod_spec["volumes"] = [{"name": "router-policy",
@@ -72,7 +73,7 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
 def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     pool = topo.pools.get(role)
     assert pool is not None
-    name = _COMPONENT_NAME[role]
+    target = target_params(topo)
     container: dict[str, Any] = {
         "name": "main", "image": IMAGES[topo.backend], "workingDir": "/workspace",
         "envFrom": [{"secretRef": {"name": HF_SECRET}}],
@@ -86,8 +87,6 @@ def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     }
     pod_spec: dict[str, Any] = {"containers": [container]}
     if topo.backend is Backend.TRTLLM:
-        config_path = f"{ENGINE_CONFIG_MOUNT}/{role.value}.yaml"
-        argv = trtllm_argv(topo, role, "python3", topo.model.id, config_path)
         container["resources"] = {"limits": {"nvidia.com/gpu": str(pool.tensor_parallel)},
                                   "requests": {"nvidia.com/gpu": str(pool.tensor_parallel)}}
         container["volumeMounts"] = [{"name": "engine-configs", "mountPath": ENGINE_CONFIG_MOUNT,
@@ -98,22 +97,10 @@ def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
         pod_spec["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory",
                                                                  "sizeLimit": "16Gi"}})
         container["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
-    else:
-        name = name.replace("TRTLLM", "Mocker")
-        argv = mocker_argv(topo, role, "python3", topo.model.id)
-    # The operator injects the namespace and the discovery endpoints into every pod.
-    argv = _drop_flag(argv, "--namespace")
-    container["command"] = argv[:3]
-    container["args"] = argv[3:]
-    return {"name": name, "type": _COMPONENT_TYPE[role], "replicas": pool.workers,
-            "podTemplate": {"spec": pod_spec}}
-
-
-def _drop_flag(argv: list[str], flag: str) -> list[str]:
-    if flag not in argv:
-        return argv
-    i = argv.index(flag)
-    return argv[:i] + argv[i + 2:]
+    container["command"] = [target.python, "-m", topo.backend.module]
+    container["args"] = worker_args(topo, role, target)
+    return {"name": role.k8s_component_name(topo.backend), "type": role.k8s_component_type,
+            "replicas": pool.workers, "podTemplate": {"spec": pod_spec}}
 
 
 def render_dgd(topo: Topology) -> dict[str, Any]:

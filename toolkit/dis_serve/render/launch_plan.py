@@ -11,33 +11,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..topology import (
-    Backend,
-    EtcdMode,
-    NatsMode,
-    PoolRole,
-    Restart,
-    Supervision,
-    Topology,
-)
+from ..topology import Backend, EtcdMode, NatsMode, PoolRole, ProcessKind, Supervision, Topology
+from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 
-LOOPBACK = "127.0.0.1"
-
-
-class ProcessKind(StrEnum):
-    ETCD = "etcd"
-    NATS = "nats"
-    FRONTEND = "frontend"
-    WORKER = "worker"
-
-    def restart_policy(self, supervision: Supervision) -> Restart:
-        """This kind's restart policy in the topology's `supervision` section."""
-        return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
-
-    @property
-    def serves_alone(self) -> bool:
-        """The graph cannot serve without this very process (a worker has pool peers)."""
-        return self is not ProcessKind.WORKER
+ENGINE_CONFIG_DIR = "engine-configs"
 
 
 class ProbeKind(StrEnum):
@@ -114,28 +91,6 @@ def client_host(bind_host: str) -> str:
     return LOOPBACK if bind_host in ("0.0.0.0", "::") else bind_host  # noqa: S104
 
 
-def _dynamo_env(topo: Topology) -> dict[str, str]:
-    """Environment every Dynamo process shares: where discovery lives, which planes, and
-    loopback addresses so nothing advertises or binds the machine's public interface."""
-    coord = topo.coordination
-    env = {
-        "DYN_NAMESPACE": topo.namespace,
-        "ETCD_ENDPOINTS": coord.etcd.client_url,
-        "DYN_DISCOVERY_BACKEND": "etcd",
-        "DYN_REQUEST_PLANE": coord.request_plane.value,
-        "DYN_EVENT_PLANE": coord.event_plane.value,
-        "DYN_TCP_RPC_HOST": LOOPBACK,
-        "DYN_TCP_RESPONSE_STREAM_HOST": LOOPBACK,
-        "DYN_EVENT_PLANE_HOST": LOOPBACK,
-        "DYN_SYSTEM_HOST": LOOPBACK,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
-    if (nats_url := coord.nats.client_url) is not None:
-        env["NATS_SERVER"] = nats_url
-    return env
-
-
 def _etcd(topo: Topology, ctx: RenderContext) -> ProcessSpec:
     etcd = topo.coordination.etcd
     client = f"http://{LOOPBACK}:{etcd.client_port}"
@@ -164,87 +119,23 @@ def _nats(topo: Topology, ctx: RenderContext) -> ProcessSpec:
     )
 
 
-def frontend_argv(topo: Topology, python: str) -> list[str]:
-    router = topo.router
-    argv = [python, "-m", "dynamo.frontend",
-            "--http-host", topo.frontend.host, "--http-port", str(topo.frontend.port),
-            "--namespace", topo.namespace,
-            "--router-mode", router.mode.value,
-            "--migration-limit", str(topo.frontend.migration_limit)]
-    if router.mode.is_kv_aware:
-        argv.append("--router-kv-events" if router.kv_events else "--no-router-kv-events")
-        if router.policy_config:
-            argv += ["--router-policy-config", router.policy_config]
-    return argv
-
-
-def _frontend(topo: Topology, ctx: RenderContext) -> ProcessSpec:
+def _frontend(topo: Topology, target: TargetParams) -> ProcessSpec:
     probe_host = client_host(topo.frontend.host)
     return ProcessSpec(
         name="frontend", kind=ProcessKind.FRONTEND,
-        argv=frontend_argv(topo, ctx.python),
-        env=_dynamo_env(topo),
+        argv=frontend_argv(topo, target),
+        env=dynamo_env(topo, target),
         ports={"http": topo.frontend.port},
         readiness=Readiness(kind=ProbeKind.HTTP,
                             url=f"http://{probe_host}:{topo.frontend.port}/health"),
     )
 
 
-def _component(role: PoolRole) -> str:
-    # The components Dynamo's own launchers use: prefill workers register as "prefill",
-    # decode and aggregated workers as "backend".
-    return "prefill" if role is PoolRole.PREFILL else "backend"
-
-
-def mocker_argv(topo: Topology, role: PoolRole, python: str, model_path: str) -> list[str]:
-    pool = topo.pools.get(role)
-    assert pool is not None
-    mock = topo.mocker
-    argv = [python, "-m", "dynamo.mocker",
-            "--model-path", model_path, "--model-name", topo.model.name,
-            "--endpoint", f"dyn://{topo.namespace}.{_component(role)}.generate",
-            "--engine-type", "trtllm",
-            "--disaggregation-mode", role.disaggregation_mode,
-            "--max-num-seqs", str(pool.max_batch_size),
-            "--max-num-batched-tokens", str(pool.max_num_tokens),
-            "--max-model-len", str(topo.model.max_seq_len),
-            "--block-size", str(topo.kv_cache.block_size),
-            "--kv-cache-dtype", topo.model.kv_cache_dtype.mocker_dtype,
-            "--speedup-ratio", f"{mock.speedup_ratio:g}"]
-    if mock.num_gpu_blocks is not None:
-        argv += ["--num-gpu-blocks-override", str(mock.num_gpu_blocks)]
-    if mock.kv_transfer_bandwidth_gbps is not None and role is not PoolRole.AGG:
-        argv += ["--kv-transfer-bandwidth", f"{mock.kv_transfer_bandwidth_gbps:g}"]
-    if mock.profile_data is not None:
-        argv += ["--planner-profile-data", mock.profile_data]
-    return argv
-
-
-def trtllm_argv(topo: Topology, role: PoolRole, python: str, model_path: str,
-                engine_config: str) -> list[str]:
-    pool = topo.pools.get(role)
-    assert pool is not None
-    argv = [python, "-m", "dynamo.trtllm",
-            "--model", model_path, "--served-model-name", topo.model.name,
-            "--namespace", topo.namespace,
-            "--disaggregation-mode", role.disaggregation_mode,
-            "--extra-engine-args", engine_config,
-            "--tensor-parallel-size", str(pool.tensor_parallel),
-            "--max-batch-size", str(pool.max_batch_size),
-            "--max-num-tokens", str(pool.max_num_tokens),
-            "--max-seq-len", str(topo.model.max_seq_len),
-            "--free-gpu-memory-fraction", f"{pool.free_gpu_memory_fraction:g}",
-            "--publish-metrics"]
-    if role.publishes_kv_events and topo.router.mode.is_kv_aware:
-        argv.append("--publish-kv-events")
-    return argv
-
-
 def engine_config_path(run_dir: Path, role: PoolRole) -> Path:
-    return run_dir / "engine-configs" / f"{role.value}.yaml"
+    return run_dir / ENGINE_CONFIG_DIR / f"{role.value}.yaml"
 
 
-def _workers(topo: Topology, ctx: RenderContext, model_path: str) -> list[ProcessSpec]:
+def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
     assignment = topo.gpu_assignment()
     per_node = topo.hardware.gpus_per_node
     port = topo.observability.system_port_base
@@ -254,23 +145,21 @@ def _workers(topo: Topology, ctx: RenderContext, model_path: str) -> list[Proces
             global_ids = assignment[role][index]
             node = global_ids[0] // per_node
             local_ids = [g % per_node for g in global_ids]
-            env = _dynamo_env(topo) | {
+            env = dynamo_env(topo, target) | {
                 "DYN_SYSTEM_PORT": str(port),
                 # Without it a 1.6.1 worker's /health never leaves "notready", although
                 # Dynamo logs the variable as deprecated.
                 "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]',
             }
-            if topo.backend is Backend.TRTLLM:
-                argv = trtllm_argv(topo, role, ctx.python, model_path,
-                                   str(engine_config_path(ctx.run_dir, role)))
+            if topo.backend.needs_gpu:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in local_ids)
-            else:
-                argv = mocker_argv(topo, role, ctx.python, model_path)
             specs.append(ProcessSpec(
-                name=f"{role.value}-{index}", kind=ProcessKind.WORKER, role=role, argv=argv,
+                name=f"{role.value}-{index}", kind=ProcessKind.WORKER, role=role,
+                argv=worker_argv(topo, role, target),
                 env=env, ports={"system": port}, node=node,
                 gpus=local_ids if topo.backend.needs_gpu else [],
-                readiness=Readiness(kind=ProbeKind.HTTP, url=f"http://{LOOPBACK}:{port}/health"),
+                readiness=Readiness(kind=ProbeKind.HTTP,
+                                    url=f"http://{target.advertise_host}:{port}/health"),
             ))
             port += 1
     return specs
@@ -286,8 +175,10 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
         processes.append(_etcd(topo, ctx))
     if topo.coordination.nats.mode is NatsMode.EMBEDDED:
         processes.append(_nats(topo, ctx))
-    processes.append(_frontend(topo, ctx))
-    processes.extend(_workers(topo, ctx, model_path))
+    target = TargetParams.local(topo, python=ctx.python, model_path=model_path,
+                                engine_config_dir=str(ctx.run_dir / ENGINE_CONFIG_DIR))
+    processes.append(_frontend(topo, target))
+    processes.extend(_workers(topo, target))
     url_host = client_host(topo.frontend.host)
     engine_configs = {}
     if topo.backend.uses_engine_config:

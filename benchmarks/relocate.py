@@ -1,7 +1,7 @@
 """Give a topology another name and its own block of ports, so two copies run side by side.
 
-Used wherever a graph must not meet another one: tests, benchmarks, and anyone running a
-second copy of a graph on one machine.
+Shared by the benchmarks and the tests (tests/conftest.py puts benchmarks/ on the path),
+which run graphs beside each other and beside whatever else uses this machine's ports.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .builtin import DEMO_TOPOLOGY
+from dis_serve.builtin import DEMO_TOPOLOGY
 
 # frontend base, etcd client/peer base+1/+2, NATS base+3, worker system ports from base+10.
 SYSTEM_PORT_OFFSET = 10

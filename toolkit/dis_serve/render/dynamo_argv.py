@@ -1,0 +1,163 @@
+"""The argv and environment of Dynamo's processes (frontend, workers), for every target.
+
+A topology says what the graph is; a `TargetParams` says what differs where it runs: the
+interpreter, the Dynamo namespace flag (Kubernetes' operator supplies its own), where the
+frontend listens, where model and configs are, which address workers advertise and where
+etcd and NATS are. Each target (the local launcher, per-node scripts, Kubernetes) passes its
+own parameters to the same builders and never edits another target's argv. Pure.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..topology import Backend, PoolRole, Topology
+
+LOOPBACK = "127.0.0.1"
+FRONTEND_MODULE = "dynamo.frontend"
+
+
+class TargetParams(BaseModel):
+    """The parts of a Dynamo process's argv and environment that vary by target."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    python: str = Field(default="python3", description="Interpreter that runs Dynamo.")
+    namespace: str | None = Field(
+        description="Dynamo namespace passed as --namespace and DYN_NAMESPACE; None where "
+                    "the platform supplies it (Kubernetes: the operator).")
+    http_host: str = Field(description="Address the frontend's HTTP server binds.")
+    http_port: int = Field(description="The frontend's HTTP port.")
+    model_path: str = Field(description="Model directory or id the workers load.")
+    engine_config_dir: str = Field(
+        description="Directory holding each pool role's TRT-LLM engine config, ROLE.yaml.")
+    router_policy_config: str | None = Field(
+        default=None, description="Where the frontend reads the router policy YAML.")
+    advertise_host: str = Field(
+        default=LOOPBACK,
+        description="Address workers bind and advertise for requests, responses, KV events "
+                    "and their system port (a node's address on multi-node targets).")
+    etcd_endpoints: str | None = Field(
+        default=None, description="ETCD_ENDPOINTS; None where the platform supplies it.")
+    nats_server: str | None = Field(
+        default=None, description="NATS_SERVER; None without NATS or where the platform "
+                                  "supplies it.")
+
+    @classmethod
+    def local(cls, topo: Topology, *, python: str, model_path: str,
+              engine_config_dir: str) -> TargetParams:
+        """Everything on this machine, on loopback, where the topology says."""
+        return cls(python=python, namespace=topo.namespace, http_host=topo.frontend.host,
+                   http_port=topo.frontend.port, model_path=model_path,
+                   engine_config_dir=engine_config_dir,
+                   router_policy_config=topo.router.policy_config,
+                   etcd_endpoints=topo.coordination.etcd.client_url,
+                   nats_server=topo.coordination.nats.client_url)
+
+    def engine_config(self, role: PoolRole) -> str:
+        return f"{self.engine_config_dir}/{role.value}.yaml"
+
+
+def module_argv(python: str, module: str, args: list[str]) -> list[str]:
+    return [python, "-m", module, *args]
+
+
+def frontend_args(topo: Topology, target: TargetParams) -> list[str]:
+    """`dynamo.frontend`'s flags."""
+    router = topo.router
+    args = ["--http-host", target.http_host, "--http-port", str(target.http_port)]
+    if target.namespace is not None:
+        args += ["--namespace", target.namespace]
+    args += ["--router-mode", router.mode.value,
+             "--migration-limit", str(topo.frontend.migration_limit)]
+    if router.mode.is_kv_aware:
+        args.append("--router-kv-events" if router.kv_events else "--no-router-kv-events")
+        if target.router_policy_config:
+            args += ["--router-policy-config", target.router_policy_config]
+    return args
+
+
+def frontend_argv(topo: Topology, target: TargetParams) -> list[str]:
+    return module_argv(target.python, FRONTEND_MODULE, frontend_args(topo, target))
+
+
+def mocker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
+    """`dynamo.mocker`'s flags for a worker of `role`."""
+    pool = topo.pools.get(role)
+    assert pool is not None
+    mock = topo.mocker
+    # The mocker takes no --namespace: its endpoint path names one whatever the target.
+    namespace = target.namespace or topo.namespace
+    args = ["--model-path", target.model_path, "--model-name", topo.model.name,
+            "--endpoint", f"dyn://{namespace}.{role.dynamo_component}.generate",
+            "--engine-type", "trtllm",
+            "--disaggregation-mode", role.disaggregation_mode,
+            "--max-num-seqs", str(pool.max_batch_size),
+            "--max-num-batched-tokens", str(pool.max_num_tokens),
+            "--max-model-len", str(topo.model.max_seq_len),
+            "--block-size", str(topo.kv_cache.block_size),
+            "--kv-cache-dtype", topo.model.kv_cache_dtype.mocker_dtype,
+            "--speedup-ratio", f"{mock.speedup_ratio:g}"]
+    if mock.num_gpu_blocks is not None:
+        args += ["--num-gpu-blocks-override", str(mock.num_gpu_blocks)]
+    if mock.kv_transfer_bandwidth_gbps is not None and role is not PoolRole.AGG:
+        args += ["--kv-transfer-bandwidth", f"{mock.kv_transfer_bandwidth_gbps:g}"]
+    if mock.profile_data is not None:
+        args += ["--planner-profile-data", mock.profile_data]
+    return args
+
+
+def trtllm_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
+    """`dynamo.trtllm`'s flags for a worker of `role`."""
+    pool = topo.pools.get(role)
+    assert pool is not None
+    args = ["--model", target.model_path, "--served-model-name", topo.model.name]
+    if target.namespace is not None:
+        args += ["--namespace", target.namespace]
+    args += ["--disaggregation-mode", role.disaggregation_mode,
+             "--extra-engine-args", target.engine_config(role),
+             "--tensor-parallel-size", str(pool.tensor_parallel),
+             "--max-batch-size", str(pool.max_batch_size),
+             "--max-num-tokens", str(pool.max_num_tokens),
+             "--max-seq-len", str(topo.model.max_seq_len),
+             "--free-gpu-memory-fraction", f"{pool.free_gpu_memory_fraction:g}",
+             "--publish-metrics"]
+    if role.publishes_kv_events and topo.router.mode.is_kv_aware:
+        args.append("--publish-kv-events")
+    return args
+
+
+def worker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
+    """The flags of a worker of `role` for the topology's backend."""
+    if topo.backend is Backend.TRTLLM:
+        return trtllm_args(topo, role, target)
+    return mocker_args(topo, role, target)
+
+
+def worker_argv(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
+    return module_argv(target.python, topo.backend.module, worker_args(topo, role, target))
+
+
+def dynamo_env(topo: Topology, target: TargetParams) -> dict[str, str]:
+    """Environment every Dynamo process shares: where discovery lives, which planes, and the
+    address to advertise, so nothing binds or advertises an interface the target did not
+    choose."""
+    coord = topo.coordination
+    env = {}
+    if target.namespace is not None:
+        env["DYN_NAMESPACE"] = target.namespace
+    if target.etcd_endpoints is not None:
+        env["ETCD_ENDPOINTS"] = target.etcd_endpoints
+    env |= {
+        "DYN_DISCOVERY_BACKEND": "etcd",
+        "DYN_REQUEST_PLANE": coord.request_plane.value,
+        "DYN_EVENT_PLANE": coord.event_plane.value,
+        "DYN_TCP_RPC_HOST": target.advertise_host,
+        "DYN_TCP_RESPONSE_STREAM_HOST": target.advertise_host,
+        "DYN_EVENT_PLANE_HOST": target.advertise_host,
+        "DYN_SYSTEM_HOST": target.advertise_host,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    if target.nats_server is not None:
+        env["NATS_SERVER"] = target.nats_server
+    return env
