@@ -37,7 +37,7 @@ def _sample(at_s: float, serving: bool, pid: int) -> Sample:
 
 
 def test_the_ci_scenario_is_valid():
-    assert load_chaos_scenario(CHAOS_DEMO).workload.points()[0].value == 8
+    assert load_chaos_scenario(CHAOS_DEMO).workload.points()[0].value == 20
 
 
 def test_recovery_waits_for_a_new_pid_not_for_the_first_ready_sample():

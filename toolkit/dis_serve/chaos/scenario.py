@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..bench.scenario import LoadKind, Scenario
+from ..bench.scenario import Scenario
 from ..topology import is_valid_name
 
 
@@ -77,8 +77,10 @@ class ChaosScenario(_Strict):
     name: str = Field(description="Scenario name (lower-case letters, digits, dashes).")
     description: str | None = Field(default=None, description="What this scenario checks.")
     workload: Scenario = Field(
-        description="A benchmark scenario (as in benchmarks/*.yaml) with one concurrency "
-                    "and a request count, streaming.")
+        description="A benchmark scenario (as in benchmarks/*.yaml) with one load level "
+                    "and a request count, streaming. Prefer a request rate: a closed loop "
+                    "(concurrency) resends at once after each failure, so its failure count "
+                    "measures the client's retry speed more than the outage.")
     faults: list[Fault] = Field(min_length=1, description="The faults, in any order.")
     limits: ChaosLimits = Field(default_factory=ChaosLimits, description="Pass/fail limits.")
     reference_run: bool = Field(
@@ -91,8 +93,10 @@ class ChaosScenario(_Strict):
             raise ValueError(f"name {self.name[:60]!r} must be 2-40 lower-case letters, "
                              "digits or dashes, starting with a letter")
         work = self.workload
-        if work.load_kind is not LoadKind.CONCURRENCY or len(work.points()) != 1:
-            raise ValueError("workload: give one concurrency, e.g. concurrency: [8]")
+        if len(work.points()) != 1:
+            raise ValueError("workload: give one load level, e.g. request_rate: [20] (open "
+                             "loop: failures count the requests a user would have sent) or "
+                             "concurrency: [8]")
         if work.requests is None:
             raise ValueError("workload: give requests (the fault-free and the faulty run "
                              "must send the same requests to be compared)")

@@ -123,15 +123,31 @@ def _up_foreground(topo, timeout: float, keep_runs: int) -> None:
         if supervisor.ready.is_set() and not supervisor.finished.is_set():
             _print_ready(graph.status())
             console.print("Ctrl-C stops the graph.", markup=False)
-        while not supervisor.finished.wait(0.2):
-            _drain(events)
+        _follow_phase(graph, events)
     except KeyboardInterrupt:
         console.print("stopping...", markup=False)
+        if not supervisor.ready.is_set():
+            graph.stop()
+            raise  # interrupted before it served: exit 130, not a clean stop
     finally:
         graph.stop()
     if graph.error:
         raise RunError(graph.error)
     console.print(f"stopped {topo.name}", markup=False)
+
+
+def _follow_phase(graph, events: queue.Queue[str]) -> None:  # RunningGraph
+    """Until the graph stops: the supervisor's events, and the table again whenever the
+    graph turns degraded or ready again."""
+    shown = graph.status().phase
+    while not graph.supervisor.finished.wait(0.2):
+        _drain(events)
+        status = graph.status()
+        if status.phase is not shown and status.phase.serving:
+            shown = status.phase
+            console.print(status_table(status))
+            for problem in status.problems:
+                console.print(f"degraded: {problem}", markup=False)
 
 
 def _drain(events: queue.Queue[str]) -> None:
