@@ -50,6 +50,23 @@ def assert_one_line_error(result: CliResult, *fragments: str, code: int = 2) -> 
         assert fragment in lines[0], (fragment, lines[0])
 
 
+def topology_variant(base: dict, **paths) -> str:
+    """The topology mapping `base` with dotted-path keys (`frontend__port`) replaced, as YAML
+    text."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(base)
+    for dotted, value in paths.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return yaml.safe_dump(data, sort_keys=False)
+
+
 def wait_until(predicate, timeout: float = 20.0) -> bool:
     """Poll `predicate` until it holds or `timeout` seconds pass; its last answer."""
     deadline = time.monotonic() + timeout

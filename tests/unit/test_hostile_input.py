@@ -10,7 +10,7 @@ import shlex
 import pytest
 import yaml
 
-from conftest import GRAPHS, assert_one_line_error
+from conftest import GRAPHS, assert_one_line_error, topology_variant
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
@@ -29,15 +29,8 @@ def home(tmp_path, monkeypatch):
 
 
 def _file(tmp_path, **changes) -> str:
-    data = copy.deepcopy(DEMO)
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
     path = tmp_path / "topology.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(topology_variant(DEMO, **changes))
     return str(path)
 
 
