@@ -202,3 +202,24 @@ def test_ctrl_c_of_a_detached_up_exits_130_in_one_line_and_leaves_nothing(tmp_pa
     assert [line for line in err.splitlines() if line.strip()] == ["interrupted"]
     assert wait_until(lambda: _processes_mentioning(str(RunDir.for_graph("it-int", home).path))
                       == [], timeout=10)
+
+
+def test_chaos_exits_1_naming_the_limit_a_fault_broke(tmp_path):
+    topo = tmp_path / "it-chaos.yaml"
+    topo.write_text(yaml.safe_dump(relocated_demo("it-chaos", 18580)))
+    scenario = yaml.safe_load((REPO / "benchmarks" / "chaos-demo.yaml").read_text())
+    scenario["workload"] |= {"requests": 120, "request_rate": [20]}
+    scenario |= {"reference_run": False, "faults": [
+        {"at_s": 1, "action": "kill", "process": "frontend"}],
+        "limits": {"max_failed_requests": 0, "max_recovery_s": 10}}
+    path = tmp_path / "chaos.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    chaos = _cli(tmp_path / "home", "chaos", str(topo), "--scenario", str(path), "--out",
+                 str(tmp_path / "out"))
+    out, err = chaos.communicate(timeout=240)
+    assert chaos.returncode == 1, out + err
+    assert "failed requests (limit 0)" in err
+    assert "kill frontend" in out
+    outcome = yaml.safe_load((tmp_path / "out" / "chaos.json").read_text())
+    assert outcome["faults"][0]["recovery_s"] < 10
+    assert outcome["failed"] > 0 and outcome["truncated"] == 0
