@@ -6,8 +6,8 @@ and what the light commands import.
 2. Every TCP socket the graph's processes listen on (`ss -ltnp`, filtered to their pids);
    anything not on 127.0.0.1 is flagged.
 3. `dis-serve --help` and `dis-serve validate graphs/demo.yaml` under `python -X importtime`:
-   they must import none of dynamo, aiperf, transformers; their wall time (median of 10)
-   next to `python -c pass`.
+   they must import none of dynamo, aiperf, transformers, nor the coordination clients
+   (aetcd, grpc, nats); their wall time (median of 10) next to `python -c pass`.
 
 Prints tables and writes benchmarks/results/footprint.json.
 
@@ -34,7 +34,7 @@ RESULTS = REPO / "benchmarks" / "results"
 DIS_SERVE = str(Path(sys.executable).with_name("dis-serve"))
 BASE_PORT = 18500
 RSS_TARGET_MB = 100
-FORBIDDEN = ("dynamo", "aiperf", "transformers")
+FORBIDDEN = ("dynamo", "aiperf", "transformers", "aetcd", "grpc", "nats")
 MB = 1024 * 1024
 
 

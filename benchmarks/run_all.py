@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity", "plan_vs_aiconfigurator"]
+BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity",
+              "plan_vs_aiconfigurator", "workloads"]
 
 
 def main(names: list[str]) -> int:

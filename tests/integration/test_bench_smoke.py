@@ -123,6 +123,7 @@ def test_smoke_on_the_demo_graph_writes_the_report_with_both_plots(smoke_run, de
         assert [p.pool for p in point.server.pools] == ["prefill", "decode"]
         assert point.server.unreachable == []
     assert "report: " in cli.stdout
+    assert "prefix cache at each point's start: 1 warm" in cli.stdout  # --url: history unknown
 
 
 def test_gate_passes_on_a_fresh_baseline_without_rerunning(home, smoke_run, demo_graph,
@@ -228,7 +229,7 @@ def test_compare_runs_agg_and_disagg_side_by_side_and_stops_both(home):
                   "--out", out)
     assert result.returncode == 0, result.stdout + result.stderr
     text = (out / "compare.md").read_text()
-    assert "`cmp-agg` (A) vs `cmp-disagg` (B)" in text
+    assert "# Compare: `cmp-agg` vs `cmp-disagg`, scenario `cmp`" in text
     assert (out / "compare.png").is_file()
     for name in ("cmp-agg", "cmp-disagg"):
         assert (out / name / "report.md").is_file()

@@ -13,7 +13,7 @@ import yaml
 
 from conftest import REPO
 from dis_serve.bench.aiperf_run import AiperfTarget, build_argv
-from dis_serve.bench.scenario import Scenario, load_scenario
+from dis_serve.bench.scenario import LoadKind, Scenario, SweepPoint, load_scenario
 from dis_serve.yaml_input import parse_model
 
 SMOKE = load_scenario(REPO / "benchmarks" / "smoke.yaml")
@@ -113,3 +113,47 @@ def test_without_streaming_no_goodput_is_asked(tmp_path):
 @pytest.mark.parametrize("flag", ["--ui-type", "--export-level", "--no-gpu-telemetry"])
 def test_runs_headless_and_light(tmp_path, flag):
     assert flag in build_argv(SMOKE, SMOKE.points()[0], TARGET, tmp_path)
+
+
+def _shipped(name: str) -> Scenario:
+    return load_scenario(REPO / "benchmarks" / f"{name}.yaml")
+
+
+def test_shared_prefix_becomes_aiperfs_prefix_prompt_pool(tmp_path):
+    scenario = _shipped("shared-prefix")
+    config = _resolve(build_argv(scenario, scenario.points()[0], TARGET, tmp_path))
+    prompts, prefix = config.datasets[0].prompts, config.datasets[0].prefix_prompts
+    assert prefix.pool_size == scenario.shared_prefix.prefixes
+    # The prefix and the unique part add up to the scenario's prompt length.
+    assert prefix.length + prompts.isl.mean == scenario.input_tokens.mean
+    assert prefix.length == round(scenario.shared_prefix.ratio * scenario.input_tokens.mean)
+    assert prompts.corpus == "random"
+
+
+def test_multi_turn_becomes_aiperfs_conversations(tmp_path):
+    scenario = _shipped("multi-turn")
+    config = _resolve(build_argv(scenario, scenario.points()[0], TARGET, tmp_path))
+    dataset = config.datasets[0]
+    assert dataset.turns.mean == scenario.multi_turn.turns
+    assert dataset.entries == scenario.multi_turn.conversations
+    assert _profiling(config).sessions == scenario.multi_turn.conversations
+
+
+@pytest.mark.parametrize("speedup", [1.0, 4.0])
+def test_trace_is_replayed_on_its_timestamps_at_the_points_speedup(tmp_path, speedup):
+    scenario = _shipped("trace")
+    point = SweepPoint(kind=LoadKind.SPEEDUP, value=speedup)
+    config = _resolve(build_argv(scenario, point, TARGET, tmp_path))
+    dataset = config.datasets[0]
+    assert dataset.format == "mooncake_trace"
+    assert dataset.path == scenario.trace.file
+    assert dataset.block_size == scenario.trace.block_size
+    assert (dataset.synthesis.speedup_ratio if dataset.synthesis else 1.0) == speedup
+    profiling = _profiling(config)
+    assert profiling.type == "fixed_schedule"
+    assert profiling.requests == len(scenario.trace.file.read_text().splitlines())
+
+
+def test_every_request_is_recorded_for_cdfs_and_buckets(tmp_path):
+    argv = build_argv(SMOKE, SMOKE.points()[0], TARGET, tmp_path)
+    assert argv[argv.index("--export-level") + 1] == "records"

@@ -77,3 +77,27 @@ def test_a_baseline_of_another_topology_is_refused_before_any_point_runs(run_cli
 def test_a_malformed_url_is_bad_input(run_cli, url):
     result = run_cli("bench", "--scenario", SMOKE, "--url", url)
     assert_one_line_error(result, "--url")
+
+
+def test_compare_needs_a_second_topology_or_vary(run_cli):
+    result = run_cli("compare", GRAPHS / "agg-mocker.yaml", "--scenario", SMOKE)
+    assert_one_line_error(result, "--vary", "two topologies, or one topology and --vary")
+
+
+def test_compare_refuses_vary_with_two_topologies(run_cli):
+    result = run_cli("compare", GRAPHS / "agg-mocker.yaml", GRAPHS / "demo.yaml",
+                     "--vary", "router.mode=kv,round-robin", "--scenario", SMOKE)
+    assert_one_line_error(result, "--vary", "two topologies, or one topology and --vary")
+
+
+def test_vary_value_the_topology_refuses_is_one_line(run_cli):
+    result = run_cli("compare", GRAPHS / "agg-mocker.yaml", "--vary",
+                     "router.mode=kv,fastest", "--scenario", SMOKE)
+    assert_one_line_error(result, "router.mode=fastest", "router.mode")
+
+
+def test_reset_prefix_cache_cannot_restart_a_graph_it_does_not_own(run_cli, tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(SMOKE.read_text() + "reset_prefix_cache: true\n")
+    result = run_cli("bench", "--scenario", path, "--url", "http://127.0.0.1:1")
+    assert_one_line_error(result, "--url", "reset_prefix_cache")

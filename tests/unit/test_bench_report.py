@@ -1,5 +1,5 @@
 """Exporters: JSON that reads back, CSV with one row per point, Markdown with every table,
-and both PNG plots; `compare` puts two runs side by side in one table and one plot."""
+and both PNG plots."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import io
 
 from dis_serve.bench.metrics import METRICS
 from dis_serve.bench.report import (
-    compare_rows,
     read_result,
     report_markdown,
     results_csv,
-    write_compare_report,
     write_report,
 )
 from fixtures.aiperf.load import smoke_result
@@ -72,26 +70,3 @@ def test_markdown_says_where_the_gpu_count_came_from():
     result = smoke_result()
     assert f"GPUs: {result.gpus} x h100-sxm (from the topology `{result.topology_file}`)" in (
         report_markdown(result))
-
-
-def test_compare_pairs_points_by_load_and_gives_the_change():
-    a, b = smoke_result("disagg"), smoke_result("agg")
-    rows = compare_rows(a, b)
-    at_4 = {r.metric: r for r in rows if r.load == "4"}
-    only_in_a = {r.metric: r for r in rows if r.load == "1"}
-    ra = at_4["request_throughput"]
-    assert ra.a == a.points[1].aiperf.request_throughput
-    assert ra.b == b.points[0].aiperf.request_throughput
-    assert ra.change_pct == 100.0 * (ra.b - ra.a) / ra.a
-    assert only_in_a["request_throughput"].b is None
-
-
-def test_compare_report_writes_markdown_csv_and_one_plot_with_both_curves(tmp_path):
-    a, b = smoke_result("disagg"), smoke_result("agg")
-    md, csv_path, png = write_compare_report(a, b, tmp_path, tmp_path / "bx",
-                                             tmp_path / "bx-agg")
-    assert png.read_bytes().startswith(PNG_MAGIC)
-    text = md.read_text()
-    assert "`bx` (A) vs `bx-agg` (B)" in text
-    assert "| 4 | Requests/s (req/s) |" in text
-    assert len(csv_path.read_text().splitlines()) == 1 + len(compare_rows(a, b))

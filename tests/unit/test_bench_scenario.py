@@ -31,7 +31,8 @@ def _smoke(**changes) -> dict:
     return data
 
 
-@pytest.mark.parametrize("name", ["smoke", "chat", "long-prompt"])
+@pytest.mark.parametrize("name", ["smoke", "chat", "long-prompt", "trace", "shared-prefix",
+                                  "multi-turn"])
 def test_shipped_scenarios_load(name):
     scenario = load_scenario(BENCHMARKS / f"{name}.yaml")
     assert scenario.name == name
@@ -120,6 +121,49 @@ def test_every_field_is_described():
             if name in ("kind", "value"):
                 continue
             assert field.description, f"{model.__name__}.{name}"
-    walk(Scenario)
-    for sub in ("input_tokens", "sla"):
-        walk(Scenario.model_fields[sub].annotation)
+    from dis_serve.bench.scenario import MultiTurn, SharedPrefix, Sla, TokenLengths, Trace
+
+    for model in (Scenario, TokenLengths, Sla, SharedPrefix, MultiTurn, Trace):
+        walk(model)
+
+
+def test_trace_path_is_relative_to_the_scenario_file():
+    scenario = load_scenario(BENCHMARKS / "trace.yaml")
+    assert scenario.trace.file == BENCHMARKS / "traces" / "sample-mooncake.jsonl"
+    assert [p.kind for p in scenario.points()] == [LoadKind.SPEEDUP] * 2
+
+
+def test_missing_trace_file_is_one_line_naming_the_key(tmp_path):
+    path = _write(tmp_path, {"name": "tr", "trace": {"file": "nowhere.jsonl"},
+                             "sla": {"ttft_ms": 1, "itl_ms": 1}})
+    with pytest.raises(UserInputError, match=r"trace\.file") as info:
+        load_scenario(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("clash", ["concurrency", "requests", "input_tokens"])
+def test_a_trace_brings_its_own_requests_and_timing(tmp_path, clash):
+    extra = {"concurrency": [2], "requests": 8, "input_tokens": {"mean": 8}}[clash]
+    path = _write(tmp_path, {"name": "tr", "trace": {"file": str(BENCHMARKS / "trace.yaml")},
+                             "sla": {"ttft_ms": 1, "itl_ms": 1}, clash: extra})
+    with pytest.raises(UserInputError, match=f"remove {clash}"):
+        load_scenario(path)
+
+
+def test_a_trace_cannot_draw_its_blocks_from_random_tokens(tmp_path):
+    path = _write(tmp_path, {"name": "tr", "trace": {"file": str(BENCHMARKS / "trace.yaml")},
+                             "prompt_corpus": "random", "sla": {"ttft_ms": 1, "itl_ms": 1}})
+    with pytest.raises(UserInputError, match="use sonnet or coding"):
+        load_scenario(path)
+
+
+def test_a_shared_prefix_must_leave_unique_tokens(tmp_path):
+    path = _write(tmp_path, _smoke(input_tokens={"mean": 4},
+                                   shared_prefix={"ratio": 0.9, "prefixes": 2}))
+    with pytest.raises(UserInputError, match="leaves no unique tokens"):
+        load_scenario(path)
+
+
+def test_input_buckets_must_increase(tmp_path):
+    with pytest.raises(UserInputError, match="increasing order"):
+        load_scenario(_write(tmp_path, _smoke(input_buckets=[4096, 1024])))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import yaml
 
 from conftest import REPO, assert_one_line_error
+from dis_serve.bench.requests import RequestRecord
 from dis_serve.chaos.inject import Injection, Sample
 from dis_serve.chaos.outcome import analyse
-from dis_serve.chaos.records import RequestRecord
 from dis_serve.chaos.scenario import ChaosScenario, Fault, FaultAction, load_chaos_scenario
 
 CHAOS_DEMO = REPO / "benchmarks" / "chaos-demo.yaml"
@@ -22,9 +22,10 @@ def _scenario(**limits) -> ChaosScenario:
 
 def _record(session: int, start_s: float, *, error: str | None = None,
             tokens: int | None = 48) -> RequestRecord:
-    return RequestRecord(session=session, start_ns=int(start_s * S),
+    return RequestRecord(input_tokens=64, ttft_ms=50.0, itl_ms=5.0, good=error is None,
+                         start_ns=int(start_s * S), failed=error is not None, session=session,
                          end_ns=int((start_s + 0.5) * S), error=error,
-                         output_tokens=None if error else tokens, ttft_ms=50.0, itl_ms=5.0)
+                         output_tokens=None if error else tokens)
 
 
 def _kill(process: str, at_s: float, pid: int = 100) -> Injection:

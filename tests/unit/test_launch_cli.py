@@ -110,7 +110,14 @@ def test_help_lists_the_launch_commands(run_cli):
         assert command in result.stdout
 
 
-def test_status_of_a_degraded_graph_exits_3_and_says_what_is_wrong(run_cli, home):
+@pytest.fixture
+def no_router_view(monkeypatch):
+    """A live graph's `status` also asks etcd for the router's view: none runs here."""
+    monkeypatch.setattr("dis_serve.cli.launch_cmds._print_router_and_leases", lambda run: None)
+
+
+def test_status_of_a_degraded_graph_exits_3_and_says_what_is_wrong(run_cli, home,
+                                                                     no_router_view):
     _record(home, phase=GraphPhase.DEGRADED, alive=True,
             problems=["decode-1: crashed 5 times within 300 s; giving up"])
     result = run_cli("status", "g1")
@@ -126,6 +133,6 @@ def test_status_of_a_failed_graph_exits_1(run_cli, home):
     assert "error: frontend crashed 5 times" in result.stdout
 
 
-def test_status_of_a_ready_graph_exits_0(run_cli, home):
+def test_status_of_a_ready_graph_exits_0(run_cli, home, no_router_view):
     _record(home, alive=True)
     assert run_cli("status", "g1").exit_code == 0

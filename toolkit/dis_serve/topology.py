@@ -470,6 +470,10 @@ class Coordination(_Strict):
         description="How KV events reach the router: nats | zmq (zmq listens on all "
                     "interfaces in Dynamo 1.6.1).")
 
+    @property
+    def uses_external_planes(self) -> bool:
+        return (self.etcd.mode is EtcdMode.EXTERNAL) or (self.nats.mode is NatsMode.EXTERNAL)
+
     @model_validator(mode="after")
     def _planes_have_nats(self) -> Coordination:
         if self.nats.mode is NatsMode.OFF:

@@ -48,6 +48,11 @@ class AiperfSummary(BaseModel):
     output_tokens_mean: float
     duration_s: float = Field(description="AIPerf's benchmark duration for the profiling phase.")
     was_cancelled: bool
+    prefix_cache_hit_pct: float | None = Field(
+        default=None,
+        description="Prompt tokens the workers served from their prefix cache, in % of all "
+                    "prompt tokens: each worker reports its cached tokens in the response's "
+                    "usage (prompt_tokens_details.cached_tokens) and AIPerf totals them.")
 
 
 def read_export(path: Path) -> AiperfSummary:
@@ -84,6 +89,8 @@ def parse_export(data: dict[str, Any], source: str) -> AiperfSummary:
         output_tokens_mean=reader.value("output_sequence_length", "tokens", required=False) or 0.0,
         duration_s=reader.value("benchmark_duration", "sec"),
         was_cancelled=bool(data.get("was_cancelled", False)),
+        prefix_cache_hit_pct=reader.value("overall_usage_prompt_cache_read_pct", "%",
+                                          required=False),
     )
 
 

@@ -25,7 +25,7 @@ from ..ansi import strip_ansi
 from ..errors import RunError
 from ..launch.process import parent_death_preexec
 from ..launch.stopping import signal_group, stop_processes
-from .scenario import Scenario, SweepPoint
+from .scenario import LoadKind, Scenario, SweepPoint
 
 EXPORT_FILE = "profile_export_aiperf.json"
 SERVER_METRICS_FILE = "server_metrics_export.json"
@@ -60,15 +60,14 @@ def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
             "--url", target.url,
             "--endpoint-type", scenario.endpoint_type.value,
             "--tokenizer", target.tokenizer,
-            "--isl", str(scenario.input_tokens.mean),
-            "--isl-stddev", f"{scenario.input_tokens.stddev:g}",
-            "--osl", str(scenario.output_tokens.mean),
-            "--osl-stddev", f"{scenario.output_tokens.stddev:g}",
+            *dataset_args(scenario, point),
+            "--prompt-corpus", scenario.prompt_corpus.value,
             "--random-seed", str(scenario.random_seed),
             "--request-timeout-seconds", f"{scenario.request_timeout_s:g}",
             "--ui-type", "none",
             "--artifact-dir", str(artifact_dir),
-            "--export-level", export_level,
+            # Per-request records: latency CDFs, goodput by input length, replay lag.
+            "--export-level", "records",
             "--no-gpu-telemetry",
             "--server-metrics-formats", "json"]
     if scenario.streaming:
@@ -80,16 +79,52 @@ def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
                               f"inter_token_latency:{scenario.sla.itl_ms:g}"]
     if scenario.ignore_eos:
         argv += ["--extra-inputs", "ignore_eos:true"]
-    argv += [point.kind.aiperf_flag, point.aiperf_value]
+    argv += load_args(scenario, point)
+    if target.extra_metrics_urls:
+        # Last, because the flag takes every following word as a URL.
+        argv += ["--server-metrics", *target.extra_metrics_urls]
+    return argv
+
+
+def dataset_args(scenario: Scenario, point: SweepPoint) -> list[str]:
+    """What the requests look like: a trace, or synthetic prompts (shared prefixes, turns)."""
+    if scenario.trace is not None:
+        trace = scenario.trace
+        return ["--custom-dataset-type", "mooncake_trace", "--input-file", str(trace.file),
+                "--isl-block-size", str(trace.block_size)]
+    assert scenario.input_tokens is not None and scenario.output_tokens is not None
+    unique_tokens = scenario.input_tokens.mean
+    argv = []
+    if scenario.shared_prefix is not None:
+        prefix = scenario.shared_prefix.prefix_tokens(scenario.input_tokens.mean)
+        unique_tokens -= prefix
+        argv += ["--num-prefix-prompts", str(scenario.shared_prefix.prefixes),
+                 "--prefix-prompt-length", str(prefix)]
+    if scenario.multi_turn is not None:
+        turns = scenario.multi_turn
+        argv += ["--conversation-turn-mean", str(turns.turns),
+                 "--num-conversations", str(turns.conversations),
+                 "--conversation-turn-delay-mean", f"{turns.turn_delay_ms:g}"]
+    return ["--isl", str(unique_tokens),
+            "--isl-stddev", f"{scenario.input_tokens.stddev:g}",
+            "--osl", str(scenario.output_tokens.mean),
+            "--osl-stddev", f"{scenario.output_tokens.stddev:g}", *argv]
+
+
+def load_args(scenario: Scenario, point: SweepPoint) -> list[str]:
+    """How the requests are offered: on the trace's timestamps, or at a load level."""
+    if point.kind is LoadKind.SPEEDUP:
+        # Timestamps from the first row: the replay starts at once, gaps kept; AIPerf
+        # divides them by the speed-up and leaves the hash ids' sharing as it is.
+        return ["--fixed-schedule", "--fixed-schedule-auto-offset",
+                point.kind.aiperf_flag, point.aiperf_value]
+    argv = [point.kind.aiperf_flag, point.aiperf_value]
     if scenario.requests is not None:
         argv += ["--request-count", str(scenario.requests)]
     else:
         argv += ["--benchmark-duration", f"{scenario.duration_s:g}"]
     if scenario.warmup_requests:
         argv += ["--warmup-request-count", str(scenario.warmup_requests)]
-    if target.extra_metrics_urls:
-        # Last, because the flag takes every following word as a URL.
-        argv += ["--server-metrics", *target.extra_metrics_urls]
     return argv
 
 
@@ -103,6 +138,7 @@ class AiperfRun:
 
 
 def run_aiperf(argv: Sequence[str], artifact_dir: Path, *, timeout_s: float,
+               extra_env: dict[str, str] | None = None,
                on_phase: Callable[[str, str], None] | None = None,
                on_tick: Callable[[float], None] | None = None,
                tick_s: float = 0.5) -> AiperfRun:
@@ -120,7 +156,8 @@ def run_aiperf(argv: Sequence[str], artifact_dir: Path, *, timeout_s: float,
     # directory up in the hub cache and fails.
     inherited = {k: v for k, v in os.environ.items()
                  if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env = inherited | {"NO_COLOR": "1", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
+    env = inherited | {"NO_COLOR": "1", "TERM": "dumb", "PYTHONUNBUFFERED": "1"} | (
+        extra_env or {})
     start = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log:
         # Its own session (so stopping it reaches every service), and dead with us: if

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from .aiperf_export import AiperfSummary
-from .scenario import Scenario, SweepPoint
+from .requests import BucketGoodput, ScheduleLag
+from .scenario import CacheState, Scenario, SweepPoint
 from .server_metrics import ServerLoad
 
 SCHEMA_VERSION = 1
@@ -32,16 +33,33 @@ class PointResult(BaseModel):
     fingerprint: str = Field(
         description="Hash of scenario, topology, endpoint and point: a resumed sweep reuses "
                     "this file only when it matches.")
+    prefix_cache: CacheState | None = Field(
+        default=None, description="cold: the workers were started right before the point; "
+                                  "warm: earlier traffic may have filled their prefix cache.")
+    input_buckets: list[BucketGoodput] = Field(
+        default_factory=list, description="Goodput per GPU by input-length bucket.")
+    schedule_lag: ScheduleLag | None = Field(
+        default=None, description="Trace replay: requests sent vs the trace's timestamps.")
+
+
+class PointDetail(BaseModel):
+    """What a point adds beyond AIPerf's summary: cache state, buckets, replay lag."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    prefix_cache: CacheState | None = None
+    input_buckets: list[BucketGoodput] = Field(default_factory=list)
+    schedule_lag: ScheduleLag | None = None
 
 
 def point_result(point: SweepPoint, summary: AiperfSummary, *, gpus: int,
                  server: ServerLoad | None, aiperf_wall_s: float,
-                 fingerprint: str) -> PointResult:
+                 fingerprint: str, detail: PointDetail | None = None) -> PointResult:
     return PointResult(
         point=point, aiperf=summary, gpus=gpus,
         tokens_per_s_per_gpu=summary.output_token_throughput / gpus,
         tokens_per_s_per_user=summary.output_token_throughput_per_user,
-        server=server, aiperf_wall_s=aiperf_wall_s, fingerprint=fingerprint)
+        server=server, aiperf_wall_s=aiperf_wall_s, fingerprint=fingerprint,
+        **(detail or PointDetail()).model_dump())
 
 
 class BenchResult(BaseModel):
@@ -91,6 +109,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("tokens_per_s_per_user", "Tokens/s/user", "tok/s/user", True,
            lambda r: r.tokens_per_s_per_user),
     Metric("goodput", "Goodput", "req/s", True, lambda r: r.aiperf.goodput),
+    Metric("goodput_per_gpu", "Goodput/GPU", "req/s/GPU", True,
+           lambda r: None if r.aiperf.goodput is None else r.aiperf.goodput / r.gpus),
+    Metric("prefix_cache_hit_pct", "Prefix-cache hits", "% of prompt tokens", True,
+           lambda r: r.aiperf.prefix_cache_hit_pct),
     Metric("ttft_p50_ms", "TTFT p50", "ms", False, _lat("ttft_ms", "p50")),
     Metric("ttft_p90_ms", "TTFT p90", "ms", False, _lat("ttft_ms", "p90")),
     Metric("ttft_p99_ms", "TTFT p99", "ms", False, _lat("ttft_ms", "p99"), gated=False),

@@ -12,7 +12,7 @@ LATENCY_FILE = "latency.png"
 COMPARE_FILE = "compare.png"
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -49,7 +49,7 @@ def _label_pareto(ax, *results: BenchResult) -> None:
     ax.set_ylim(0, max(ys) * 1.15 or 1.0)
 
 
-def _load_axis(ax, loads: list[float], label: str) -> None:
+def load_axis(ax, loads: list[float], label: str) -> None:
     ax.set_xlabel(label)
     if loads and min(loads) > 0 and max(loads) / min(loads) >= 8:
         # Sweeps double the load from step to step; a log axis spaces them evenly.
@@ -57,7 +57,7 @@ def _load_axis(ax, loads: list[float], label: str) -> None:
         ax.set_xticks(loads, [f"{v:g}" for v in loads])
 
 
-def _save(plt, fig, path: Path) -> Path:
+def save_figure(plt, fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -65,14 +65,14 @@ def _save(plt, fig, path: Path) -> Path:
 
 
 def write_pareto(result: BenchResult, out_dir: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
     _pareto_axes(ax, result, f"{result.topology} ({result.gpus} GPUs)")
     _label_pareto(ax, result)
     ax.set_title(f"{result.scenario.name} on {result.topology}: throughput vs interactivity\n"
                  f"(labels: {result.scenario.load_kind.label})", fontsize=10)
     ax.legend()
-    return _save(plt, fig, out_dir / PARETO_FILE)
+    return save_figure(plt, fig, out_dir / PARETO_FILE)
 
 
 def _series(points: list[PointResult], attr: str, stat: str) -> list[float]:
@@ -80,7 +80,7 @@ def _series(points: list[PointResult], attr: str, stat: str) -> list[float]:
 
 
 def write_latency(result: BenchResult, out_dir: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     points = sorted(result.points, key=lambda p: p.point.value)
     loads = [p.point.value for p in points]
     panels = [(attr, title) for attr, title in
@@ -95,23 +95,25 @@ def write_latency(result: BenchResult, out_dir: Path) -> Path:
         if sla is not None:
             ax.axhline(sla, color="red", linestyle="--", linewidth=1, label="SLA")
         ax.set_title(f"{title} latency")
-        _load_axis(ax, loads, result.scenario.load_kind.label)
+        load_axis(ax, loads, result.scenario.load_kind.label)
         ax.set_ylabel("ms")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"{result.scenario.name} on {result.topology}: latency against load",
                  fontsize=10)
-    return _save(plt, fig, out_dir / LATENCY_FILE)
+    return save_figure(plt, fig, out_dir / LATENCY_FILE)
 
 
-def write_compare(a: BenchResult, b: BenchResult, out_dir: Path) -> Path:
-    plt = _pyplot()
+def write_compare(results: list[tuple[str, BenchResult]], out_dir: Path) -> Path:
+    """Each arm's Pareto curve (its first repetition) on one chart."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
-    _pareto_axes(ax, a, f"A: {a.topology} ({a.gpus} GPUs)", color="tab:blue")
-    _pareto_axes(ax, b, f"B: {b.topology} ({b.gpus} GPUs)", color="tab:orange")
-    _label_pareto(ax, a, b)
-    ax.set_title(f"{a.scenario.name}: {a.topology} vs {b.topology}\n"
-                 f"(labels: {a.scenario.load_kind.label})", fontsize=10)
+    for label, result in results:
+        _pareto_axes(ax, result, f"{label} ({result.gpus} GPUs)")
+    _label_pareto(ax, *(r for _, r in results))
+    first = results[0][1]
+    ax.set_title(f"{first.scenario.name}: " + " vs ".join(label for label, _ in results)
+                 + f"\n(labels: {first.scenario.load_kind.label})", fontsize=10)
     ax.legend()
-    return _save(plt, fig, out_dir / COMPARE_FILE)
+    return save_figure(plt, fig, out_dir / COMPARE_FILE)

@@ -1,5 +1,5 @@
-"""Exporters: a finished sweep as JSON, CSV and a Markdown report with its plots; two sweeps
-side by side for `compare`. Measurement never happens here."""
+"""Exporters: a finished sweep as JSON, CSV and a Markdown report with its plots (arms side
+by side for `compare`: ab_report). Measurement never happens here."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .metrics import METRICS, METRICS_BY_KEY, BenchResult, PointResult
-from .plots import COMPARE_FILE, LATENCY_FILE, PARETO_FILE
+from .plots import LATENCY_FILE, PARETO_FILE
 from .server_metrics import FrontendLoad, Gauge, PoolLoad
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
 REPORT_MD = "report.md"
-COMPARE_MD = "compare.md"
-COMPARE_CSV = "compare.csv"
 
 
 @dataclass(frozen=True)
@@ -101,7 +99,7 @@ def _sig(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4g}"
 
 
-def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+def markdown_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -137,7 +135,7 @@ def report_markdown(result: BenchResult) -> str:
     s = result.scenario
     load = s.load_kind.label
     per_point = (f"{s.requests} requests" if s.requests is not None
-                 else f"{s.duration_s:g} s")
+                 else f"{s.duration_s:g} s" if s.duration_s is not None else "the whole trace")
     version = result.points[0].aiperf.aiperf_version if result.points else "?"
     lines = [
         f"# Benchmark: `{s.name}` on `{result.topology}`",
@@ -145,10 +143,13 @@ def report_markdown(result: BenchResult) -> str:
         f"- Endpoint: {result.url}, model `{result.model}`",
         f"- GPUs: {result.gpus} x {result.gpu_type} (from the topology"
         + (f" `{result.topology_file}`" if result.topology_file else "") + ")",
-        f"- Workload: input {s.input_tokens.mean} ± {s.input_tokens.stddev:g} tokens, output "
-        f"{s.output_tokens.mean} ± {s.output_tokens.stddev:g} tokens, "
+        f"- Workload: {s.workload_label()}, "
         f"{'streaming' if s.streaming else 'not streaming'}; {per_point} per point after "
         f"{s.warmup_requests} warm-up requests",
+        "- Prefix cache per point: " + ", ".join(
+            f"{p.point.display_value} {p.prefix_cache.value if p.prefix_cache else 'unknown'}"
+            for p in result.points)
+        + (" (workers restarted before every point)" if s.reset_prefix_cache else ""),
         f"- SLA (goodput counts requests meeting both): TTFT <= {s.sla.ttft_ms:g} ms, "
         f"ITL <= {s.sla.itl_ms:g} ms",
         f"- Load generator: AIPerf {version}; sweep wall time {result.sweep_wall_s:.1f} s"
@@ -158,7 +159,7 @@ def report_markdown(result: BenchResult) -> str:
     if s.description:
         lines += ["", s.description.strip()]
     lines += ["", "## Throughput and goodput", ""]
-    lines += _table(
+    lines += markdown_table(
         [load.capitalize(), "Req/s", "Output tok/s", "Tok/s/GPU", "Tok/s/user",
          "Goodput req/s", "Good %", "Errors"],
         ([p.point.display_value, _fmt(p.aiperf.request_throughput, 2),
@@ -169,7 +170,7 @@ def report_markdown(result: BenchResult) -> str:
     lines += ["", "## Latency (ms)", ""]
     keys = ["ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p90_ms",
             "itl_p99_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms"]
-    lines += _table([load.capitalize(), *(METRICS_BY_KEY[k].title for k in keys)],
+    lines += markdown_table([load.capitalize(), *(METRICS_BY_KEY[k].title for k in keys)],
                     ([p.point.display_value, *(_fmt(METRICS_BY_KEY[k].get(p), 1) for k in keys)]
                      for p in result.points))
     lines += _server_section(result, load)
@@ -194,7 +195,7 @@ def _server_section(result: BenchResult, load: str) -> list[str]:
             rows.append(_frontend_row(p.point.display_value, p.server.frontend))
         rows += [_pool_row(p.point.display_value, pool) for pool in p.server.pools]
     if rows:
-        lines += _table([load.capitalize(), "Pool", "Workers", "Queue mean", "Queue peak",
+        lines += markdown_table([load.capitalize(), "Pool", "Workers", "Queue mean", "Queue peak",
                          "Active mean", "Active peak", "KV % mean", "KV % peak"], rows)
     else:
         lines.append("No server metrics were collected.")
@@ -202,77 +203,3 @@ def _server_section(result: BenchResult, load: str) -> list[str]:
     if unreachable:
         lines += ["", "Not reachable during the run: " + ", ".join(unreachable)]
     return lines
-
-
-# --- compare -----------------------------------------------------------------------------
-COMPARE_KEYS = ("request_throughput", "tokens_per_s_per_gpu", "tokens_per_s_per_user",
-                "goodput", "ttft_p50_ms", "itl_p50_ms", "e2e_p50_ms", "errors")
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    load: str
-    metric: str
-    a: float | None
-    b: float | None
-
-    @property
-    def change_pct(self) -> float | None:
-        if self.a is None or self.b is None or self.a == 0:
-            return None
-        return 100.0 * (self.b - self.a) / self.a
-
-
-def compare_rows(a: BenchResult, b: BenchResult) -> list[CompareRow]:
-    b_points = {p.point: p for p in b.points}
-    rows = []
-    for pa in a.points:
-        pb = b_points.get(pa.point)
-        for key in COMPARE_KEYS:
-            metric = METRICS_BY_KEY[key]
-            rows.append(CompareRow(load=pa.point.display_value, metric=key, a=metric.get(pa),
-                                   b=metric.get(pb) if pb else None))
-    return rows
-
-
-def write_compare_report(a: BenchResult, b: BenchResult, out_dir: Path,
-                         a_dir: Path, b_dir: Path) -> tuple[Path, Path, Path]:
-    from .plots import write_compare
-
-    png = write_compare(a, b, out_dir)
-    rows = compare_rows(a, b)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["load", "metric", "a", "b", "change_pct"])
-    for r in rows:
-        writer.writerow([r.load, r.metric, _csv(r.a), _csv(r.b), _csv(r.change_pct)])
-    csv_path = out_dir / COMPARE_CSV
-    csv_path.write_text(buf.getvalue(), encoding="utf-8")
-    md_path = out_dir / COMPARE_MD
-    md_path.write_text(compare_markdown(a, b, rows, a_dir, b_dir), encoding="utf-8")
-    return md_path, csv_path, png
-
-
-def compare_markdown(a: BenchResult, b: BenchResult, rows: list[CompareRow], a_dir: Path,
-                     b_dir: Path) -> str:
-    s = a.scenario
-    lines = [f"# Compare: `{a.topology}` (A) vs `{b.topology}` (B), scenario `{s.name}`", "",
-             f"- A: `{a.topology_file or a.topology}`, {a.gpus} GPUs; full report "
-             f"[{a_dir.name}/report.md]({a_dir.name}/report.md)",
-             f"- B: `{b.topology_file or b.topology}`, {b.gpus} GPUs; full report "
-             f"[{b_dir.name}/report.md]({b_dir.name}/report.md)",
-             f"- SLA: TTFT <= {s.sla.ttft_ms:g} ms, ITL <= {s.sla.itl_ms:g} ms; "
-             f"{s.load_kind.label} swept over "
-             + ", ".join(p.display_value for p in s.points()), "",
-             f"![Pareto, both graphs]({COMPARE_FILE})", ""]
-    header = [s.load_kind.label.capitalize(), "Metric", f"A: {a.topology}",
-              f"B: {b.topology}", "B vs A"]
-    body = []
-    for r in rows:
-        metric = METRICS_BY_KEY[r.metric]
-        change = r.change_pct
-        body.append([r.load, f"{metric.title} ({metric.unit})", _sig(r.a), _sig(r.b),
-                     "n/a" if change is None else f"{change:+.0f}%"])
-    lines += _table(header, body)
-    lines.append("")
-    return "\n".join(lines)

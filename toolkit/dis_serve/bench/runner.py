@@ -3,6 +3,10 @@
 A topology given without `--url` is brought up with the launcher, benchmarked and stopped
 again (also on failure or Ctrl+C); with `--url` the running graph is used as it is and the
 topology only supplies the GPU count, the served model and the workers' metrics ports.
+
+The first point on a graph brought up here starts on cold prefix caches; the next ones on
+what earlier points left, unless the scenario asks for `reset_prefix_cache`: then the graph
+is restarted before every point, so each point is cold and points compare fairly.
 """
 
 from __future__ import annotations
@@ -10,14 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..errors import UserInputError
 from ..topology import Topology
+from .ab import ArmRuns
+from .arms import Arm
 from .metrics import BenchResult
 from .progress import SweepObserver
 from .report import ReportFiles, write_report
-from .scenario import Scenario
+from .scenario import CacheState, Scenario, SweepPoint
 from .sweep import run_sweep
 from .target import BenchTarget, check_endpoint, make_target, plan_of, resolve_tokenizer
+
+if TYPE_CHECKING:
+    from ..launch.graph import RunningGraph
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,11 @@ def bench_running(topo: Topology, scenario: Scenario, out_dir: Path, *, url: str
                   topology_file: Path | None, tokenizer: str | None = None,
                   observer: SweepObserver | None = None) -> BenchRun:
     """Sweep a graph that is already running at `url`."""
+    if scenario.reset_prefix_cache:
+        raise UserInputError(
+            "reset_prefix_cache restarts the workers, which needs dis-serve to own the graph",
+            key="--url", fix="drop --url so bench brings the topology up itself, or set "
+                             "reset_prefix_cache: false in the scenario")
     plan = plan_of(topo)
     check_endpoint(url.rstrip("/"), plan.model_name,
                    topology_file=str(topology_file) if topology_file else None)
@@ -52,25 +68,56 @@ def bench_topology(topo: Topology, scenario: Scenario, out_dir: Path, *,
                    on_event: Callable[[str], None] | None = None,
                    run_root: Path | None = None) -> BenchRun:
     """Bring the graph up, sweep it, bring it down (whatever happens in between)."""
-    from ..launch.graph import start_graph
-
-    if on_event:
-        on_event(f"starting graph {topo.name} ({topo.mode.value}, {topo.total_gpus} GPUs)")
-    with start_graph(topo, run_root=run_root) as graph:
-        if on_event:
-            on_event(f"graph {topo.name} ready at {graph.endpoint}")
-        check_endpoint(graph.endpoint, graph.model_name,
+    say = on_event or (lambda text: None)
+    graph = _OwnedGraph(topo, run_root, say)
+    try:
+        running = graph.start()
+        check_endpoint(running.endpoint, running.model_name,
                        topology_file=str(topology_file) if topology_file else None)
-        target = make_target(topo, url=graph.endpoint, plan=graph.plan,
-                             tokenizer=tokenizer or graph.plan.model_path,
+        target = make_target(topo, url=running.endpoint, plan=running.plan,
+                             tokenizer=tokenizer or running.plan.model_path,
                              topology_file=topology_file)
-        try:
-            result = run_sweep(scenario, target, out_dir, observer)
-        finally:
-            if on_event:
-                on_event(f"stopping graph {topo.name}")
+        result = run_sweep(scenario, target, out_dir, observer,
+                           before_point=graph.before_point(scenario.reset_prefix_cache))
+    finally:
+        graph.stop()
     # Plots are drawn after the graph is down: nothing left to measure, CPU back.
     return BenchRun(result=result, files=write_report(result, out_dir), out_dir=out_dir)
+
+
+class _OwnedGraph:
+    """The graph a benchmark brought up, restarted between points when asked."""
+
+    def __init__(self, topo: Topology, run_root: Path | None,
+                 say: Callable[[str], None]) -> None:
+        self.topo, self.run_root, self.say = topo, run_root, say
+        self.running: RunningGraph | None = None
+        self.served_points = 0
+
+    def start(self) -> RunningGraph:
+        from ..launch.graph import start_graph
+
+        self.say(f"starting graph {self.topo.name} ({self.topo.mode.value}, "
+                 f"{self.topo.total_gpus} GPUs)")
+        self.running = start_graph(self.topo, run_root=self.run_root)
+        self.served_points = 0
+        self.say(f"graph {self.topo.name} ready at {self.running.endpoint}")
+        return self.running
+
+    def stop(self) -> None:
+        if self.running is not None:
+            self.say(f"stopping graph {self.topo.name}")
+            self.running.stop()
+            self.running = None
+
+    def before_point(self, reset: bool) -> Callable[[SweepPoint], CacheState]:
+        def prepare(point: SweepPoint) -> CacheState:
+            if self.served_points and reset:
+                self.stop()
+                self.start()
+            self.served_points += 1
+            return CacheState.COLD if self.served_points == 1 else CacheState.WARM
+        return prepare
 
 
 def _sweep_and_report(scenario: Scenario, target: BenchTarget, out_dir: Path,
@@ -78,3 +125,25 @@ def _sweep_and_report(scenario: Scenario, target: BenchTarget, out_dir: Path,
     result = run_sweep(scenario, target, out_dir, observer)
     files = write_report(result, out_dir)
     return BenchRun(result=result, files=files, out_dir=out_dir)
+
+
+def compare_arms(arms: list[Arm], scenario: Scenario, out_dir: Path, *, repeat: int,
+                 tokenizer: str | None = None,
+                 observer_for: Callable[[str], SweepObserver] | None = None,
+                 on_event: Callable[[str], None] | None = None,
+                 run_root: Path | None = None) -> list[ArmRuns]:
+    """Every arm `repeat` times, each run on a freshly started graph. Repetitions are
+    interleaved (A B A B ...) so a slow drift of the machine does not favour one arm."""
+    runs: dict[str, list[BenchRun]] = {arm.slug: [] for arm in arms}
+    for rep in range(1, repeat + 1):
+        for arm in arms:
+            where = out_dir / arm.slug / (f"rep-{rep}" if repeat > 1 else "")
+            tag = f"{arm.label}" + (f" #{rep}" if repeat > 1 else "") + ": "
+            runs[arm.slug].append(bench_topology(
+                arm.topology, scenario, where.resolve(), topology_file=arm.topology_file,
+                tokenizer=tokenizer, observer=observer_for(tag) if observer_for else None,
+                on_event=on_event, run_root=run_root))
+    return [ArmRuns(label=arm.label, slug=arm.slug, topology_file=str(arm.topology_file),
+                    gpus=arm.topology.total_gpus, runs=[r.result for r in runs[arm.slug]],
+                    run_dirs=[str(r.out_dir) for r in runs[arm.slug]])
+            for arm in arms]

@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -35,20 +35,33 @@ from .aiperf_run import (
     failure_message,
     run_aiperf,
 )
-from .metrics import BenchResult, PointResult, point_result
+from .metrics import BenchResult, PointDetail, PointResult, point_result
 from .progress import FrontendRequestCounter, SilentObserver, SweepObserver
-from .scenario import Scenario, SweepPoint
+from .requests import (
+    RECORDS_FILE,
+    bucket_goodput,
+    read_records,
+    schedule_lag,
+    trace_offsets_ms,
+)
+from .scenario import CacheState, Scenario, SweepPoint
 from .server_metrics import read_server_metrics
 from .target import BenchTarget
+from .tokenizer_cache import hub_cache_view
 
 POINTS_DIR = "points"
 LOCK_FILE = ".sweep.lock"
+TOKENIZER_CACHE_DIR = "tokenizer-cache"
 _COUNTER_PERIOD_S = 1.0
+
+# Called before each point that runs (not for reused ones); says what the point starts on.
+BeforePoint = Callable[[SweepPoint], CacheState]
 
 
 def fingerprint(scenario: Scenario, target: BenchTarget, point: SweepPoint) -> str:
     text = json.dumps({
         "scenario": scenario.model_dump(mode="json", exclude={"description"}),
+        "trace": scenario.trace.digest() if scenario.trace else None,
         "topology": target.topology_digest, "url": target.url, "model": target.model,
         "point": point.model_dump(mode="json"),
     }, sort_keys=True)
@@ -72,14 +85,23 @@ def load_checkpoint(path: Path, expected_fingerprint: str) -> PointResult | None
     return result if result.fingerprint == expected_fingerprint else None
 
 
+def _tokenizer_for_aiperf(tokenizer: str, out_dir: Path) -> tuple[str, dict[str, str]]:
+    """The tokenizer name and environment AIPerf loads it with (see tokenizer_cache)."""
+    if not Path(tokenizer).is_dir():
+        return tokenizer, {}
+    view = hub_cache_view(Path(tokenizer), out_dir / TOKENIZER_CACHE_DIR)
+    return view.repo_id, view.env
+
+
 def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_dir: Path,
-              observer: SweepObserver) -> PointResult:
+              observer: SweepObserver, cache: CacheState | None = None) -> PointResult:
     """Run AIPerf for one point and save its result file."""
     artifacts = artifact_dir(out_dir, point)
     if artifacts.exists():
         shutil.rmtree(artifacts)  # what an interrupted run of this point left
+    tokenizer, env = _tokenizer_for_aiperf(target.tokenizer, out_dir)
     argv = build_argv(scenario, point, AiperfTarget(
-        url=target.url, model=target.model, tokenizer=target.tokenizer,
+        url=target.url, model=target.model, tokenizer=tokenizer,
         extra_metrics_urls=target.worker_metrics_urls), artifacts)
     expected = None
     if scenario.requests is not None:
@@ -96,7 +118,7 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
             observer.point_tick(point, elapsed, None)
 
     try:
-        run = run_aiperf(argv, artifacts, timeout_s=scenario.point_timeout_s,
+        run = run_aiperf(argv, artifacts, timeout_s=scenario.point_timeout_s, extra_env=env,
                          on_phase=lambda phase, event: observer.point_phase(point, phase, event),
                          on_tick=tick)
     except BaseException:
@@ -111,7 +133,9 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
     server = read_server_metrics(artifacts / SERVER_METRICS_FILE, list(target.endpoints))
     result = point_result(point, summary, gpus=target.gpus, server=server,
                           aiperf_wall_s=run.wall_s,
-                          fingerprint=fingerprint(scenario, target, point))
+                          fingerprint=fingerprint(scenario, target, point),
+                          detail=point_detail(scenario, point, artifacts, cache,
+                                              duration_s=summary.duration_s, gpus=target.gpus))
     write_atomic(point_file(out_dir, point), result.model_dump_json(indent=2))
     observer.point_finished(point, result)
     return result
@@ -138,16 +162,36 @@ def sweep_lock(out_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def point_detail(scenario: Scenario, point: SweepPoint, artifacts: Path,
+                 cache: CacheState | None, *, duration_s: float, gpus: int) -> PointDetail:
+    """Buckets and replay lag from AIPerf's per-request export (when it wrote one)."""
+    records_path = artifacts / RECORDS_FILE
+    if not records_path.is_file():
+        return PointDetail(prefix_cache=cache)
+    records = read_records(records_path)
+    lag = None
+    if scenario.trace is not None:
+        lag = schedule_lag(records, trace_offsets_ms(scenario.trace.file, point.value))
+    return PointDetail(
+        prefix_cache=cache,
+        input_buckets=bucket_goodput(records, scenario.input_buckets, duration_s=duration_s,
+                                     gpus=gpus),
+        schedule_lag=lag)
+
+
 def run_sweep(scenario: Scenario, target: BenchTarget, out_dir: Path,
-              observer: SweepObserver | None = None) -> BenchResult:
+              observer: SweepObserver | None = None,
+              before_point: BeforePoint | None = None) -> BenchResult:
     """Every point of the scenario, reusing finished ones; RunError at the first failed point
-    (the points finished before it stay on disk)."""
+    (the points finished before it stay on disk). Without `before_point` the first point
+    that runs is taken as warm: the graph's history is unknown."""
     with sweep_lock(out_dir):
-        return _run_points(scenario, target, out_dir, observer or SilentObserver())
+        return _run_points(scenario, target, out_dir, observer or SilentObserver(),
+                           before_point)
 
 
 def _run_points(scenario: Scenario, target: BenchTarget, out_dir: Path,
-                observer: SweepObserver) -> BenchResult:
+                observer: SweepObserver, before_point: BeforePoint | None) -> BenchResult:
     (out_dir / POINTS_DIR).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results: list[PointResult] = []
@@ -160,7 +204,8 @@ def _run_points(scenario: Scenario, target: BenchTarget, out_dir: Path,
             observer.point_reused(point, saved)
             results.append(saved)
             continue
-        results.append(run_point(scenario, target, point, out_dir, observer))
+        cache = before_point(point) if before_point is not None else CacheState.WARM
+        results.append(run_point(scenario, target, point, out_dir, observer, cache))
     return BenchResult(
         scenario=scenario, topology=target.topology_name, topology_file=target.topology_file,
         gpus=target.gpus, gpu_type=target.gpu_type, url=target.url, model=target.model,

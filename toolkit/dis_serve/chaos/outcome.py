@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..bench.requests import RequestRecord
 from .inject import Injection, Sample
-from .records import RequestRecord
 from .scenario import ChaosScenario, Fault
 
 

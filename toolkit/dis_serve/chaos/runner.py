@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..bench.aiperf_run import AiperfTarget, build_argv, failure_message, run_aiperf
+from ..bench.requests import RECORDS_FILE, RequestRecord, read_records
 from ..bench.sweep import sweep_lock
 from ..bench.target import BenchTarget, make_target, plan_of
 from ..errors import RunError, UserInputError
 from ..topology import Topology
 from .inject import FaultInjector, StatusSampler
 from .outcome import ChaosOutcome, analyse, recovery_ns
-from .records import RECORDS_FILE, RequestRecord, read_records
 from .scenario import ChaosScenario
 
 OUTCOME_FILE = "chaos.json"
@@ -75,8 +75,7 @@ def _run_load(scenario: ChaosScenario, target: BenchTarget, artifacts: Path,
     work = scenario.workload
     point = work.points()[0]
     argv = build_argv(work, point, AiperfTarget(url=target.url, model=target.model,
-                                                tokenizer=target.tokenizer), artifacts,
-                      export_level="records")
+                                                tokenizer=target.tokenizer), artifacts)
 
     def phase(name: str, event: str) -> None:
         if on_profiling is not None and name == "profiling" and event == "started":

@@ -15,12 +15,19 @@ EXIT_INTERRUPTED = 130
 def build_app():  # -> typer.Typer
     import typer
 
-    from . import bench_cmds, chaos_cmds, launch_cmds, plan_cmds, topology_cmds
+    from . import (
+        bench_cmds,
+        chaos_cmds,
+        doctor_cmds,
+        launch_cmds,
+        plan_cmds,
+        topology_cmds,
+    )
 
     app = typer.Typer(
         name="dis-serve",
-        help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, bench, chaos, "
-             "plan.",
+        help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, doctor, bench, "
+             "chaos, plan.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
@@ -31,7 +38,7 @@ def build_app():  # -> typer.Typer
                                          help="Show tracebacks on errors.")) -> None:
         """`--debug` is read from argv by `main`, before any command runs."""
 
-    for group in (topology_cmds, launch_cmds, bench_cmds, chaos_cmds, plan_cmds):
+    for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds):
         group.register(app)
     return app
 

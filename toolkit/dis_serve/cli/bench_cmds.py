@@ -136,6 +136,17 @@ def _summary_table(result: BenchResult, title: str):
     return table
 
 
+def _cache_line(result: BenchResult) -> str:
+    """Which points started on cold workers, and how much the prefix cache served."""
+    parts = []
+    for p in result.points:
+        state = p.prefix_cache.value if p.prefix_cache else "unknown"
+        hits = p.aiperf.prefix_cache_hit_pct
+        parts.append(f"{p.point.display_value} {state}"
+                     + (f" ({hits:.0f}% of prompt tokens cached)" if hits is not None else ""))
+    return "prefix cache at each point's start: " + ", ".join(parts)
+
+
 def _load_topology(path: Path | None):
     from ..builtin import DEMO_TOPOLOGY
     from ..topology import Topology
@@ -208,6 +219,7 @@ def bench(
                                  on_event=lambda text: progress.console.print(text))
     console.print(_summary_table(run.result, f"{spec.name} on {topo.name} "
                                              f"({run.result.gpus} GPUs)"))
+    console.print(_cache_line(run.result), markup=False)
     console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
                   f"{run.files.latency_png.name}; data: {run.files.json.name}, "
                   f"{run.files.csv.name})", markup=False)
@@ -227,56 +239,66 @@ def bench(
 
 def compare(
     a: Annotated[Path, typer.Argument(help="Topology A (e.g. graphs/agg-mocker.yaml).")],
-    b: Annotated[Path, typer.Argument(help="Topology B (e.g. graphs/demo.yaml).")],
+    b: Annotated[Path | None, typer.Argument(
+        help="Topology B (e.g. graphs/demo.yaml); leave out with --vary.")] = None,
     scenario: ScenarioOpt = ...,
+    vary: Annotated[str | None, typer.Option(
+        "--vary", help="Arms from one topology differing in one key, e.g. "
+                       "router.mode=kv,round-robin.")] = None,
+    repeat: Annotated[int, typer.Option(
+        "--repeat", min=1, max=20, help="Runs per arm, for the run-to-run spread.")] = 1,
     out: OutOpt = None,
     tokenizer: TokenizerOpt = None,
 ) -> None:
-    """Run one scenario on two topologies, one after the other, and put them side by side."""
-    from ..bench.report import write_compare_report
-    from ..bench.runner import bench_topology
+    """Run one scenario on several arms, one after the other, and put them side by side."""
+    from ..bench.ab_report import write_compare_report
+    from ..bench.arms import file_arms, parse_vary, vary_arms
+    from ..bench.runner import compare_arms
     from ..bench.scenario import load_scenario
     from ..launch.rundir import default_root
 
     interrupt_on_termination()
+    if (vary is None) == (b is None):
+        raise UserInputError("give two topologies, or one topology and --vary",
+                             key="--vary", fix="e.g. compare graphs/agg-mocker.yaml --vary "
+                                               "router.mode=kv,round-robin")
     spec = load_scenario(scenario)
-    (topo_a, path_a), (topo_b, path_b) = _load_topology(a), _load_topology(b)
+    arms = (vary_arms(a, *parse_vary(vary)) if vary is not None
+            else file_arms([a, b]))  # type: ignore[list-item]
     out_dir = (out or default_root() / "compare" /
-               f"{topo_a.name}-vs-{topo_b.name}-{spec.name}").resolve()
-    names = ((topo_a.name, topo_b.name) if topo_a.name != topo_b.name
-             else (f"a-{topo_a.name}", f"b-{topo_b.name}"))
-    runs = []
+               f"{'-vs-'.join(arm.slug for arm in arms)}-{spec.name}").resolve()
     with _progress() as progress:
-        for side, topo, path, name in (("A", topo_a, path_a, names[0]),
-                                       ("B", topo_b, path_b, names[1])):
-            runs.append(bench_topology(topo, spec, out_dir / name, topology_file=path,
-                                       tokenizer=tokenizer,
-                                       observer=_RichObserver(progress, f"{side} {topo.name}: "),
-                                       on_event=lambda text: progress.console.print(text)))
-    md, _, png = write_compare_report(runs[0].result, runs[1].result, out_dir,
-                                      runs[0].out_dir, runs[1].out_dir)
-    _print_compare(runs[0].result, runs[1].result)
-    console.print(f"compare report: {md}  (plot: {png.name})", markup=False)
+        results = compare_arms(arms, spec, out_dir, repeat=repeat, tokenizer=tokenizer,
+                               observer_for=lambda tag: _RichObserver(progress, tag),
+                               on_event=lambda text: progress.console.print(text))
+    files = write_compare_report(results, out_dir)
+    _print_compare(results)
+    console.print(f"compare report: {files.markdown}  (plots: "
+                  + ", ".join(p.name for p in files.plots) + ")", markup=False)
 
 
-def _print_compare(a: BenchResult, b: BenchResult) -> None:
+def _print_compare(arms) -> None:
     from rich.table import Table
 
+    from ..bench.ab import bucket_verdicts, compare_rows
+    from ..bench.ab_report import change_text, spread_text, verdict_line
     from ..bench.metrics import METRICS_BY_KEY
-    from ..bench.report import compare_rows
 
-    table = Table(title=f"A: {a.topology} ({a.gpus} GPUs)  vs  B: {b.topology} ({b.gpus} GPUs)",
-                  title_justify="left")
-    for column in (a.scenario.load_kind.label, "metric", "A", "B", "B vs A"):
+    scenario = arms[0].runs[0].scenario
+    table = Table(title=" vs ".join(f"{a.label} ({a.gpus} GPUs, {len(a.runs)} runs)"
+                                    for a in arms), title_justify="left")
+    for column in (scenario.load_kind.label, "metric", *(a.label for a in arms),
+                   *(f"vs {arms[0].label}" for a in arms[1:])):
         table.add_column(column, justify="right")
-    for row in compare_rows(a, b):
+    for row in compare_rows(arms):
         metric = METRICS_BY_KEY[row.metric]
-        change = row.change_pct
         table.add_row(row.load, f"{metric.title} ({metric.unit})",
-                      "n/a" if row.a is None else f"{row.a:.4g}",
-                      "n/a" if row.b is None else f"{row.b:.4g}",
-                      "n/a" if change is None else f"{change:+.0f}%")
+                      *(spread_text(c.value) for c in row.cells),
+                      *(change_text(c) for c in row.cells[1:]))
     console.print(table)
+    for v in bucket_verdicts(arms):
+        console.print(f"goodput/GPU at {scenario.load_kind.label} {v.load}, input "
+                      f"{v.bucket} tokens: {verdict_line(v)}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

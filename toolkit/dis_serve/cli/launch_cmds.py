@@ -170,9 +170,10 @@ def status(
     name: Annotated[str | None, typer.Argument(
         help="Graph name (default: the only running graph).")] = None,
 ) -> None:
-    """Show a running graph's processes: pid, state, port, restarts, ready. Exit status 0
-    when it is ready (or starting, or was stopped cleanly), 3 when degraded, 1 when failed
-    or its supervisor is gone."""
+    """Show a running graph's processes (pid, state, port, restarts, ready), and its worker
+    registrations with their leases as the router sees them. Exit status 0 when it is ready
+    (or starting, or was stopped cleanly), 3 when degraded, 1 when failed or its supervisor
+    is gone."""
     from ..launch.control import find_run, supervisor_alive
     from ..launch.status import GraphPhase
 
@@ -187,6 +188,7 @@ def status(
     if alive and state.phase.serving:
         console.print(f"serving {state.model_name} at {state.endpoint} (supervisor pid "
                       f"{state.supervisor_pid})", markup=False)
+        _print_router_and_leases(run)
     if alive and state.phase is GraphPhase.DEGRADED:
         code = EXIT_DEGRADED
         for problem in state.problems:
@@ -201,6 +203,24 @@ def status(
     if state.error:
         console.print(f"error: {state.error}", markup=False)
     raise typer.Exit(code)
+
+
+def _print_router_and_leases(run: RunDir) -> None:
+    """The router's view and each registration's lease: the doctor's code, without NATS."""
+    from dataclasses import replace
+
+    from ..coordination.doctor import run_doctor, target_for_run
+    from .doctor_cmds import registrations_table, router_line
+
+    report = run_doctor(replace(target_for_run(run), nats_url=None))
+    if report.etcd.error:
+        console.print(f"etcd: {report.etcd.error}", markup=False)
+        return
+    console.print(registrations_table(report))
+    console.print(router_line(report), markup=False)
+    if report.findings:
+        console.print(f"{len(report.findings)} findings: `dis-serve doctor {run.name}`",
+                      markup=False)
 
 
 def logs(
@@ -277,6 +297,10 @@ def down(
                           "were left; marked stopped", markup=False)
         elif not result.had_supervisor:
             console.print(f"{result.name} is not running", markup=False)
+        if result.shared_keys_deleted or result.shared_streams_deleted:
+            console.print(f"{result.name}: removed {result.shared_keys_deleted} etcd keys and "
+                          f"{len(result.shared_streams_deleted)} JetStream streams its "
+                          "namespace left on the shared etcd/NATS", markup=False)
 
 
 def register(app: typer.Typer) -> None:

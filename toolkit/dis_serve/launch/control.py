@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PreflightError, UserInputError
+from ..errors import PreflightError, RunError, UserInputError
 from .orphans import Leftover, kill_leftovers, leftovers
 from .process import same_process
 from .rundir import RunDir, default_root, list_runs
@@ -76,6 +76,8 @@ class StopResult:
     stale: bool = False
     supervisor_exit_s: float | None = None
     leftovers: list[Leftover] = field(default_factory=list)
+    shared_keys_deleted: int = 0
+    shared_streams_deleted: list[str] = field(default_factory=list)
 
 
 def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
@@ -98,8 +100,29 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
         # Nobody else will: record that the graph is down, so `status` stops reporting a
         # dead supervisor's last view.
         run.write_state(mark_stopped(status))
+    keys, streams = _clean_shared_planes(run)
     return StopResult(name=status.name, had_supervisor=alive, stale=stale,
-                      supervisor_exit_s=waited, leftovers=found)
+                      supervisor_exit_s=waited, leftovers=found, shared_keys_deleted=keys,
+                      shared_streams_deleted=streams)
+
+
+def _clean_shared_planes(run: RunDir) -> tuple[int, list[str]]:
+    """On an external etcd/NATS, what the stopped graph's namespace left there (keys of a
+    worker that died before revoking its lease, JetStream streams)."""
+    if not run.topology_file.exists():
+        return 0, []
+    topo = run.read_topology()
+    if not topo.coordination.uses_external_planes:
+        return 0, []
+    from ..coordination.shared_planes import clean_shared
+
+    try:
+        result = clean_shared(topo)
+    except Exception as exc:  # the shared server went away: nothing to clean, nothing to stop
+        raise RunError(f"{topo.name} stopped, but its namespace {topo.namespace} could not be "
+                       f"cleaned on the shared etcd/NATS ({type(exc).__name__}); run "
+                       f"`dis-serve doctor --clean {topo.namespace}` when it answers") from None
+    return (result.keys_deleted, result.streams_deleted) if result else (0, [])
 
 
 def mark_stopped(status: GraphStatus) -> GraphStatus:

@@ -56,6 +56,10 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
         nats_bin=binaries.nats, model_path=local_model_dir(topo)))
     check_ports(plan, topo)
+    if topo.coordination.uses_external_planes:
+        from ..coordination.shared_planes import check_shared
+
+        check_shared(topo)
     for name in _EPHEMERAL:
         path = run_dir.path / name
         if path.is_dir():

@@ -173,6 +173,11 @@ class RunDir:
         write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
         write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
 
+    def read_topology(self) -> Topology:
+        """The topology the graph was started from (the doctor's expectations, `down`'s
+        shared etcd/NATS)."""
+        return Topology.model_validate_json(self.topology_file.read_text())
+
     def read_plan(self) -> LaunchPlan:
         return LaunchPlan.model_validate_json(self.plan_file.read_text())
 

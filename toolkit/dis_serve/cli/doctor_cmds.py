@@ -1,0 +1,284 @@
+"""`doctor`: look inside a graph's coordination plane (etcd, NATS, per-pool traffic)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.table import Table
+
+from ..errors import PreflightError, UserInputError
+
+if TYPE_CHECKING:
+    from ..coordination.doctor import DoctorReport, DoctorTarget
+    from ..coordination.observed import Registration
+    from ..launch.rundir import RunDir
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def registrations_table(report: DoctorReport) -> Table:
+    """One row per worker registration: lease, liveness, the router's view, traffic."""
+    from ..coordination.findings import workers_of
+
+    traffic = report.traffic
+    served = {w.instance_id: w.requests for w in traffic.workers} if traffic else {}
+    router = traffic.router_workers if traffic else {}
+    table = Table(title=f"etcd {report.etcd.url}: {report.namespace}", title_justify="left")
+    for column in ("component", "instance", "lease", "address", "process", "state", "router",
+                   "requests"):
+        table.add_column(column)
+    for reg in sorted(workers_of(report.etcd), key=lambda r: (r.component, r.instance_id)):
+        lease = (f"{reg.lease_left_s}/{reg.lease_ttl_s} s" if reg.lease_ttl_s is not None
+                 else "?")
+        table.add_row(*_cells(reg.component, reg.instance_id, lease, reg.address or "-",
+                              reg.process or "-", _state(reg), router.get(reg.instance_id, "-"),
+                              str(served.get(reg.instance_id, "-"))))
+    return table
+
+
+def _cells(*values: str) -> list:
+    from rich.text import Text
+
+    return [Text(v) for v in values]  # plain text: a message may contain [brackets]
+
+
+def _state(reg: Registration) -> str:
+    if reg.reachable is False:
+        return "stale: unreachable"
+    if reg.healthy is False:
+        return "stale: unhealthy"
+    return "live" if reg.reachable else "registered"
+
+
+def router_line(report: DoctorReport) -> str:
+    traffic = report.traffic
+    expected = report.expected
+    parts = []
+    if expected is not None:
+        live: dict[str, int] = {}
+        for reg in report.etcd.registrations:
+            if reg.endpoint == "generate" and not reg.stale:
+                live[reg.component] = live.get(reg.component, 0) + 1
+        parts.append("registered " + ", ".join(
+            f"{c} {live.get(c, 0)}/{n}" for c, n in expected.workers.items()))
+    if traffic is not None and traffic.error is None:
+        kinds: dict[str, int] = {}
+        for kind in traffic.router_workers.values():
+            kinds[kind] = kinds.get(kind, 0) + 1
+        seen = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"
+        follows = {True: "follows KV events", False: "predicts the cache (no KV events)",
+                   None: "no KV router"}[traffic.router_follows_kv_events]
+        answered = "?" if traffic.frontend_requests is None else traffic.frontend_requests
+        pools: dict[str, int] = {}
+        for worker in traffic.workers:
+            pools[worker.component] = pools.get(worker.component, 0) + worker.requests
+        served = ", ".join(f"{c} {n}" for c, n in sorted(pools.items())) or "unknown"
+        parts.append(f"router sees {seen}; {follows} ({traffic.kv_events_applied} applied); "
+                     f"frontend answered {answered} requests; pools served {served}")
+    return "; ".join(parts)
+
+
+def nats_lines(report: DoctorReport) -> list[str]:
+    nats = report.nats
+    if nats is None:
+        return ["NATS: not used by this graph"]
+    if nats.error:
+        return [f"NATS {nats.url}: {nats.error}"]
+    js = "JetStream on" if nats.jetstream else "JetStream off"
+    lines = [f"NATS {nats.url}: nats-server {nats.server_version}, {js}, "
+             f"{len(nats.streams)} namespace streams, "
+             f"{sum(nats.subjects.values())} messages on {len(nats.subjects)} subjects "
+             f"in {nats.window_s:g} s"]
+    component = {r.instance_id: r.component for r in report.etcd.registrations}
+    workers = {pub: f"{component.get(worker, '?')}/{worker}"
+               for pub, worker in report.etcd.kv_publishers.items()}
+    rates = [f"{workers.get(pub, 'publisher ' + pub)}: {count} ({count / nats.window_s:.1f}/s)"
+             for pub, count in sorted(nats.kv_events.items())]
+    rates += [f"{workers[pub]}: 0" for pub in sorted(set(workers) - set(nats.kv_events))]
+    elsewhere = [t for t in report.etcd.kv_event_transports if t.lower() != "nats"]
+    if elsewhere:
+        lines.append(f"KV events travel over {', '.join(elsewhere)}, not NATS: their rate is "
+                     "not visible here")
+    else:
+        lines.append(f"KV events in the last {nats.window_s:g} s per publishing worker: "
+                     + (", ".join(rates) or "no publisher"))
+    for stream in nats.streams:
+        lag = ", ".join(f"{c} lag {n}" for c, n in stream.consumers.items()) or "no consumers"
+        lines.append(f"stream {stream.name} ({', '.join(stream.subjects)}): "
+                     f"{stream.messages} messages; {lag}")
+    return lines
+
+
+def findings_table(report: DoctorReport) -> Table:
+    table = Table(title=f"{len(report.findings)} findings", title_justify="left")
+    for column in ("finding", "about", "what", "likely cause", "fix"):
+        table.add_column(column, overflow="fold")
+    for f in report.findings:
+        table.add_row(*_cells(f.code.value, f.subject, f.message, f.cause, f.fix))
+    return table
+
+
+def render(report: DoctorReport) -> Group:
+    from rich.text import Text
+
+    head = f"{report.graph or report.namespace}: " + (
+        "healthy" if report.healthy else f"{len(report.findings)} findings")
+    parts: list = [Text(head)]
+    if report.etcd.error is None:
+        parts += [registrations_table(report), Text(router_line(report))]
+    parts += [Text(line) for line in nats_lines(report)]
+    if report.findings:
+        parts.append(findings_table(report))
+    return Group(*parts)
+
+
+def _check_url(url: str, schemes: tuple[str, ...], flag: str) -> str:
+    if not url.startswith(tuple(f"{s}://" for s in schemes)):
+        raise UserInputError(f"{url!r} is not a {'/'.join(schemes)}:// URL", key=flag,
+                             fix=f"give {schemes[0]}://HOST:PORT")
+    return url
+
+
+def _must_be_running(run: RunDir) -> None:
+    from ..launch.control import supervisor_alive
+
+    state = run.read_state()
+    if state is None or not supervisor_alive(state):
+        raise UserInputError(f"graph {run.name!r} is not running", key="NAME",
+                             fix="start it with `dis-serve up`; for what a crashed graph "
+                                 "left on a shared etcd/NATS use --clean NS --etcd URL")
+
+
+def resolve_target(name: str | None, etcd: str | None, nats: str | None,
+                   namespace: str | None, frontend: str | None,
+                   metrics: list[str]) -> DoctorTarget:
+    """Our graph by name (or the only running one), or any deployment by its URLs."""
+    from ..coordination.doctor import DoctorTarget, target_for_run
+    from ..launch.control import find_run
+
+    by_url = etcd is not None or namespace is not None
+    if name is not None and by_url:
+        raise UserInputError("a graph name and --etcd/--namespace were both given",
+                             key="NAME", fix="give one: a graph name, or --etcd URL "
+                                             "--namespace NS for any Dynamo deployment")
+    if not by_url:
+        # Extra --metrics: workers outside the plan (one started by hand in its namespace).
+        run = find_run(name, active_only=False)
+        _must_be_running(run)
+        target = target_for_run(run)
+        extra = [_check_url(m, ("http", "https"), "--metrics") for m in metrics]
+        return replace(target, worker_metrics=target.worker_metrics + extra)
+    if etcd is None or namespace is None:
+        missing = "--etcd" if etcd is None else "--namespace"
+        raise UserInputError(f"{missing} is missing", key=missing,
+                             fix="--etcd http://HOST:2379 and --namespace NS go together")
+    return DoctorTarget(
+        namespace=namespace, etcd_url=_check_url(etcd, ("http", "https"), "--etcd"),
+        nats_url=_check_url(nats, ("nats", "tls"), "--nats") if nats else None,
+        frontend_metrics=(_check_url(frontend, ("http", "https"), "--frontend").rstrip("/")
+                          + "/metrics") if frontend else None,
+        worker_metrics=[_check_url(m, ("http", "https"), "--metrics") for m in metrics])
+
+
+def doctor(
+    name: Annotated[str | None, typer.Argument(
+        help="Graph name (default: the only running graph).")] = None,
+    etcd: Annotated[str | None, typer.Option(
+        "--etcd", help="etcd client URL of any Dynamo deployment (with --namespace).")] = None,
+    nats: Annotated[str | None, typer.Option("--nats", help="Its NATS URL.")] = None,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", help="Its Dynamo namespace.")] = None,
+    frontend: Annotated[str | None, typer.Option(
+        "--frontend", help="Its frontend URL (Prometheus at URL/metrics).")] = None,
+    metrics: Annotated[list[str] | None, typer.Option(
+        "--metrics", help="A worker's metrics URL (repeat for each).")] = None,
+    window: Annotated[float, typer.Option(
+        help="Seconds to listen to the namespace's NATS subjects.", min=0.1, max=60)] = 3.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option(
+        help="Seconds between --watch refreshes.", min=0.5)] = 5.0,
+    clean: Annotated[str | None, typer.Option(
+        "--clean", metavar="NS",
+        help="Delete namespace NS's etcd keys and JetStream streams (a crashed graph's "
+             "leftovers), after showing them.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="--clean without asking.")] = False,
+) -> None:
+    """Look inside a graph's coordination plane: etcd registrations and leases, NATS and KV
+    events, per-pool traffic. Exit 0 healthy, 1 findings, 2 bad input."""
+    if watch and as_json:
+        raise UserInputError("--watch and --json do not go together", key="--watch",
+                             fix="use one")
+    if clean is not None and name is None and etcd is None:
+        raise UserInputError("--clean needs the etcd that holds the namespace", key="--clean",
+                             fix="add --etcd URL (and --nats URL), or a graph name")
+    if clean is not None:
+        namespace = namespace or clean
+    target = resolve_target(name, etcd, nats, namespace, frontend, metrics or [])
+    if clean is not None:
+        _clean(target, clean, yes)
+        return
+    if watch:
+        _watch(target, window, interval)
+    report = _run(target, window)
+    if as_json:
+        console.print_json(report.model_dump_json(), indent=2)
+    else:
+        console.print(render(report))
+    raise typer.Exit(0 if report.healthy else 1)
+
+
+def _run(target: DoctorTarget, window: float) -> DoctorReport:
+    from ..coordination.doctor import run_doctor
+
+    return run_doctor(target, window_s=window)
+
+
+def _watch(target: DoctorTarget, window: float, interval: float) -> None:
+    from rich.live import Live
+
+    report = _run(target, window)
+    try:
+        with Live(render(report), console=console, auto_refresh=False) as live:
+            while True:
+                time.sleep(interval)
+                report = _run(target, window)
+                live.update(render(report), refresh=True)
+    except KeyboardInterrupt:
+        raise typer.Exit(0 if report.healthy else 1) from None
+
+
+def _clean(target: DoctorTarget, namespace: str, yes: bool) -> None:
+    from ..coordination.cleanup import apply_cleanup, live_registrations, plan_cleanup
+
+    try:
+        live = live_registrations(namespace, target.etcd_url)
+    except ConnectionError as exc:
+        raise PreflightError(f"etcd {target.etcd_url} does not answer ({exc})") from None
+    if live:
+        raise PreflightError(
+            f"namespace {namespace!r} has {len(live)} live registrations ({live[0]}...): a "
+            "running graph owns it; stop it with `dis-serve down`, not --clean")
+    plan = plan_cleanup(namespace, target.etcd_url, target.nats_url)
+    if plan.empty:
+        console.print(f"nothing of namespace {namespace} on {target.etcd_url}"
+                      + (f" or {target.nats_url}" if target.nats_url else ""), markup=False)
+        return
+    console.print(f"namespace {namespace}: {len(plan.keys)} etcd keys on {plan.etcd_url}, "
+                  f"{len(plan.streams)} JetStream streams on {plan.nats_url or '-'}:",
+                  markup=False)
+    for item in plan.keys + [f"stream {s}" for s in plan.streams]:
+        console.print(f"  {item}", markup=False)
+    if not yes and not typer.confirm("delete them?", default=False):
+        raise typer.Exit(1)
+    result = apply_cleanup(plan)
+    console.print(f"deleted {result.keys_deleted} keys and {len(result.streams_deleted)} "
+                  "streams", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(doctor)

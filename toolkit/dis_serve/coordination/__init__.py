@@ -1,0 +1,1 @@
+"""The coordination plane of a running graph: etcd registrations, NATS, per-pool traffic."""

@@ -1,0 +1,110 @@
+"""`run_doctor(target) -> DoctorReport`: etcd, NATS and metrics of one namespace, read at once,
+folded into named findings. Used by `dis-serve doctor` and `dis-serve status`."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..topology import NatsMode, PoolRole
+from . import findings as rules
+from .etcd_view import read_etcd
+from .findings import Expectations, Finding
+from .nats_view import read_nats
+from .observed import EtcdView, NatsView, TrafficView
+
+if TYPE_CHECKING:
+    from ..launch.rundir import RunDir
+    from ..launch.status import GraphStatus
+    from ..render.launch_plan import LaunchPlan
+    from ..topology import Topology
+
+
+@dataclass(frozen=True)
+class DoctorTarget:
+    """Where a namespace's coordination plane lives, and (for our graphs) what to expect."""
+
+    namespace: str
+    etcd_url: str
+    nats_url: str | None = None
+    frontend_metrics: str | None = None
+    worker_metrics: list[str] = field(default_factory=list)
+    expected: Expectations | None = None
+    graph: str | None = None
+    plan: LaunchPlan | None = None
+    status: GraphStatus | None = None
+
+
+class DoctorReport(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    namespace: str
+    graph: str | None = Field(default=None, description="Our graph's name, if it is ours.")
+    expected: Expectations | None
+    etcd: EtcdView
+    nats: NatsView | None
+    traffic: TrafficView | None
+    findings: list[Finding]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.findings
+
+
+def expectations(topo: Topology) -> Expectations:
+    workers: dict[str, int] = {}
+    for role, pool in topo.active_pools():
+        component = role.dynamo_component
+        workers[component] = workers.get(component, 0) + pool.workers
+    roles = [role for role, _ in topo.active_pools()]
+    return Expectations(
+        workers=workers,
+        prefill_components=[r.dynamo_component for r in roles if r is PoolRole.PREFILL],
+        kv_router=topo.router.mode.is_kv_aware,
+        kv_event_components=[r.dynamo_component for r in roles if r.publishes_kv_events])
+
+
+def target_for_run(run: RunDir) -> DoctorTarget:
+    """Our graph, from its run directory: URLs, metrics ports, expectations, processes."""
+    from ..bench.server_metrics import FRONTEND, graph_endpoints
+
+    topo, plan = run.read_topology(), run.read_plan()
+    endpoints = graph_endpoints(plan, plan.endpoint)
+    nats = topo.coordination.nats
+    return DoctorTarget(
+        namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
+        nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
+        frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
+        worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
+        expected=expectations(topo), graph=topo.name, plan=plan, status=run.read_state())
+
+
+def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:
+    """Read etcd and NATS together (NATS listens for `window_s` seconds), then metrics."""
+    from ..launch.readiness import http_client
+    from . import liveness
+    from .traffic import read_traffic
+
+    etcd, nats = asyncio.run(_read_planes(target, window_s))
+    with http_client() as client:
+        etcd = etcd.model_copy(update={"registrations": liveness.check(
+            etcd.registrations, client, target.plan, target.status)})
+        traffic = None
+        if target.frontend_metrics or target.worker_metrics:
+            traffic = read_traffic(client, target.frontend_metrics, target.worker_metrics)
+    found = (rules.registration_findings(etcd, target.expected) + rules.nats_findings(nats)
+             + (rules.traffic_findings(etcd, traffic, target.expected) if not etcd.error
+                else []))
+    return DoctorReport(namespace=target.namespace, graph=target.graph,
+                        expected=target.expected, etcd=etcd, nats=nats, traffic=traffic,
+                        findings=found)
+
+
+async def _read_planes(target: DoctorTarget, window_s: float) -> tuple[EtcdView,
+                                                                        NatsView | None]:
+    if target.nats_url is None:
+        return await read_etcd(target.etcd_url, target.namespace), None
+    return await asyncio.gather(read_etcd(target.etcd_url, target.namespace),
+                                read_nats(target.nats_url, target.namespace, window_s))
