@@ -212,7 +212,12 @@ def _print_router_and_leases(run: RunDir) -> None:
     from ..coordination.doctor import run_doctor, target_for_run
     from .doctor_cmds import registrations_table, router_line
 
-    report = run_doctor(replace(target_for_run(run), nats_url=None))
+    try:
+        target = target_for_run(run)
+    except OSError as exc:  # the run directory's inputs were removed while it runs
+        console.print(f"router view unavailable: {exc}", markup=False)
+        return
+    report = run_doctor(replace(target, nats_url=None))
     if report.etcd.error:
         console.print(f"etcd: {report.etcd.error}", markup=False)
         return
