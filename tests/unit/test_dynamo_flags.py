@@ -106,6 +106,18 @@ def test_mocker_argv_parses_with_dynamo_mocker_parser(graph, target):
         assert args.endpoint.startswith(f"dyn://{topo.namespace}.")
 
 
+def test_a_mocker_without_prefix_caching_is_told_so_in_its_own_flag():
+    from dynamo.mocker.args import parse_args
+
+    data = _load("demo.yaml").model_dump(mode="json", exclude_unset=True)
+    data["mocker"] = dict(data.get("mocker") or {}, prefix_caching=False)
+    topo = Topology.model_validate(data)
+    params = TARGETS["local"](topo)
+    for role, _ in topo.active_pools():
+        args = parse_args(mocker_args(topo, role, params))
+        assert args.enable_prefix_caching is False
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("graph", TRTLLM_GRAPHS)
 def test_trtllm_argv_parses_with_dynamo_trtllm_parser(graph, target, trtllm_parse_args):

@@ -11,16 +11,9 @@ from conftest import REPO
 PACKAGE = REPO / "toolkit" / "dis_serve"
 MAX_FUNCTION_LINES = 60
 
-# Known at the time these tests were written; each entry is deleted by the change that fixes it.
-KNOWN_CYCLES = {
-    # Removed by the plan/ restructuring.
-    frozenset({"dis_serve.plan.perf_model", "dis_serve.plan.aiconfigurator_model",
-               "dis_serve.plan.roofline_model"}),
-}
-KNOWN_LONG_FUNCTIONS = {
-    # Removed by the plan/ restructuring.
-    "dis_serve.cli.plan_cmds.plan",
-}
+# Known exceptions; each entry is deleted by the change that fixes it (none left).
+KNOWN_CYCLES: set[frozenset[str]] = set()
+KNOWN_LONG_FUNCTIONS: set[str] = set()
 
 
 def _module_name(path: Path) -> str:

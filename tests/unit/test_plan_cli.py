@@ -44,3 +44,13 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, tmp_path, args, says):
     assert says in result.stderr
     assert result.stderr.strip().count("\n") == 0
     assert "Traceback" not in result.stderr
+
+
+def test_plan_json_reads_back_as_the_outcome_the_command_printed(run_cli, tmp_path):
+    from dis_serve.plan.outcome import PlanOutcome
+
+    result = run_cli(*PLAN, "--budget", "48", "--no-replay", "--out", tmp_path)
+    assert result.exit_code == 0, result.stderr
+    outcome = PlanOutcome.model_validate_json((tmp_path / "plan.json").read_text())
+    assert f"{outcome.plan.gpus} GPUs, {outcome.plan.requests_per_s:.2f} req/s" in result.stdout
+    assert outcome.verdict in result.stdout

@@ -28,23 +28,23 @@ def test_hugging_face_ids_name_catalog_models():
 def test_an_unknown_model_is_named_with_the_models_that_would_work():
     with pytest.raises(UserInputError) as err:
         ask(model="gpt-5")
-    assert err.value.key == "--model"
+    assert err.value.key == "model"
     assert "llama-3.1-70b, llama-3.1-8b, qwen3-32b" in str(err.value)
 
 
 def test_an_unknown_gpu_lists_the_catalog():
     with pytest.raises(UserInputError) as err:
         ask(gpu="tpu-v5")
-    assert "h100-sxm" in str(err.value) and err.value.key == "--gpu"
+    assert "h100-sxm" in str(err.value) and err.value.key == "gpu"
 
 
 def test_rate_and_budget_together_are_refused():
-    with pytest.raises(UserInputError, match="either --rate or --budget"):
+    with pytest.raises(UserInputError, match="either `rate` or `budget`"):
         ask(rate=5.0)
 
 
 def test_lengths_are_required_without_a_trace():
-    with pytest.raises(UserInputError, match="--isl and --osl"):
+    with pytest.raises(UserInputError, match="`isl` and `osl`"):
         ask(osl=None)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dis_serve.errors import UserInputError
-from dis_serve.plan.perf_model import choose_perf_model
+from dis_serve.plan.model_choice import choose_perf_model
 from dis_serve.plan.planner import make_plan
 from dis_serve.plan.request import Objective, Workload, build_request
 from dis_serve.plan.search import best_for_split, build_space, fewest_gpus, most_goodput, rank

@@ -511,6 +511,12 @@ class Mocker(_Strict):
         default=None, ge=0,
         description="Simulated prefill->decode KV transfer bandwidth in GB/s (0: no delay; "
                     "default: the mocker's own).")
+    prefix_caching: bool = Field(
+        default=True,
+        description="Reuse KV blocks of repeated prompt prefixes (mocker "
+                    "--enable-prefix-caching). Turn it off to time every prompt's prefill in "
+                    "full: a tokenizer-only card maps most benchmark text to a few tokens, so "
+                    "synthetic prompts repeat by accident.")
 
 
 class KvCache(_Strict):

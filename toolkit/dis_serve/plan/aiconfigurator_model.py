@@ -2,8 +2,10 @@
 
 AIConfigurator (`aiconfigurator-core` on PyPI) ships GEMM, attention, communication and
 other kernel timings collected on real GPUs for each TensorRT-LLM release, and sums them per
-forward pass. We ask it for exactly what the planner needs: one prefill pass (`static_ctx`)
-and decode steps (`static_gen`). Its package is heavy (pandas, pyarrow, a native engine), so
+forward pass. We ask it for exactly what the planner needs: one prefill pass (`static_ctx`),
+decode steps (`static_gen`) and, for aggregated workers, its own in-flight-batching estimate
+(`run_agg`: mixed prefill/decode steps under a per-step context-token budget) and mixed steps
+(`run_mixed`). Its package is heavy (pandas, pyarrow, a native engine), so
 it is imported only when this model is built.
 """
 
@@ -17,13 +19,19 @@ from importlib import resources
 from typing import Any
 
 from ..topology import KvCacheDtype, WeightDtype
-from .perf_model import SERVING_CORRECTIONS, ModelOnGpu, PerfModel, PerfSource
+from .perf_model import SERVING_CORRECTIONS, AggPoint, ModelOnGpu, PerfModel, PerfSource
 
 BACKEND = "trtllm"
 
 _GEMM_MODE = {WeightDtype.BF16: None, WeightDtype.FP8: "fp8", WeightDtype.INT8: "int8_wo",
               WeightDtype.AWQ: "int4_wo"}
-_KV_MODE = {KvCacheDtype.BF16: None, KvCacheDtype.FP8: "fp8"}
+_KV_MODE = {KvCacheDtype.BF16: "bfloat16", KvCacheDtype.FP8: "fp8"}
+# `fp8` means an FP8 checkpoint. Where AIConfigurator ships the model's published FP8
+# checkpoint, it reads the GEMM and attention formats from that checkpoint's own quantization
+# config (per-tensor static scales for NVIDIA's ModelOpt Llama, 128x128 blocks for Qwen's),
+# which is what TRT-LLM then runs; elsewhere generic fp8 GEMMs stand in.
+FP8_CHECKPOINTS = {"meta-llama/Meta-Llama-3.1-70B": "nvidia/Llama-3.1-70B-Instruct-FP8",
+                   "Qwen/Qwen3-32B": "Qwen/Qwen3-32B-FP8"}
 
 
 class AiconfiguratorUnavailable(Exception):
@@ -64,6 +72,10 @@ class AiconfiguratorModel(PerfModel):
             raise AiconfiguratorUnavailable(
                 f"AIConfigurator has no measured data for GPU {target.gpu_name}")
         self._model_path = target.aiconfigurator_name
+        self._fp8_checkpoint = (target.dtype is WeightDtype.FP8
+                                and target.aiconfigurator_name in FP8_CHECKPOINTS)
+        if self._fp8_checkpoint:
+            self._model_path = FP8_CHECKPOINTS[target.aiconfigurator_name]
         self._system = target.gpu.aiconfigurator_system
         with _quiet():
             self._load()
@@ -106,10 +118,13 @@ class AiconfiguratorModel(PerfModel):
             from aiconfigurator.sdk.inference_session import InferenceSession
             from aiconfigurator.sdk.models import get_model, resolve_context_fmha_by_data
 
+            kv_fp8 = self.target.kv_cache_dtype is KvCacheDtype.FP8
             config = build_model_config(
                 tp, 1, 1, None, None,
-                gemm_quant_mode=_GEMM_MODE[self.target.dtype],
-                kvcache_quant_mode=_KV_MODE[self.target.kv_cache_dtype])
+                gemm_quant_mode=None if self._fp8_checkpoint else _GEMM_MODE[self.target.dtype],
+                kvcache_quant_mode=_KV_MODE[self.target.kv_cache_dtype],
+                # FP8 context attention needs an FP8 KV cache.
+                fmha_quant_mode=None if self._fp8_checkpoint and kv_fp8 else "bfloat16")
             resolve_context_fmha_by_data(config, self._model_path, self._database, BACKEND,
                                          is_context_role=context_role)
             model = get_model(self._model_path, config, BACKEND)
@@ -160,4 +175,48 @@ class AiconfiguratorModel(PerfModel):
                     RuntimeConfig(batch_size=batch, isl=max(1, seq_len - 1), osl=2),
                     mode="static_gen", stride=32)
                 self._cache[key] = not summary.check_oom() and not summary.check_kv_cache_oom()
+        return self._cache[key]
+
+    def _agg_estimate(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
+                      seq_len: int) -> AggPoint:
+        key = ("agg", tp, batch, ctx_tokens, isl, osl, seq_len)
+        if key not in self._cache:
+            from aiconfigurator.sdk.config import RuntimeConfig
+
+            with _quiet():
+                session = self._session(tp, context_role=False)
+                try:
+                    summary = session.run_agg(
+                        RuntimeConfig(batch_size=batch, isl=isl, osl=osl),
+                        ctx_tokens=ctx_tokens, max_seq_len=seq_len,
+                        max_num_tokens=ctx_tokens + batch)
+                except Exception as exc:  # its data gaps surface as assorted errors
+                    raise AiconfiguratorUnavailable(
+                        f"AIConfigurator cannot predict agg tp{tp} batch {batch} "
+                        f"ctx {ctx_tokens} isl {isl}: {exc}") from exc
+                row = summary.get_result_dict()
+                steps = summary.get_per_ops_data()["scheduling"]
+            total = (steps["num_mix_steps"] * steps["mix_step_latency_ms"]
+                     + steps["num_genonly_steps"] * steps["genonly_step_latency_ms"])
+            self._cache[key] = AggPoint(
+                ttft_ms=float(row["ttft"]), itl_ms=float(row["tpot"]),
+                rate_per_s=float(row["seq/s"]),
+                prefill_share=steps["num_mix_steps"] * steps["mix_step_latency_ms"] / total,
+                fits=(super().kv_fits(tp, batch, seq_len) and not summary.check_oom()
+                      and not summary.check_kv_cache_oom()))
+        return self._cache[key]
+
+    def mixed_step_ms(self, tp: int, ctx_tokens: int, decoding: int, isl: int,
+                      osl: int) -> float:
+        key = ("mixed", tp, ctx_tokens, decoding, isl, osl)
+        if key not in self._cache:
+            from aiconfigurator.sdk.config import RuntimeConfig
+            from aiconfigurator.sdk.step_estimate import MixedStepInput
+
+            with _quiet():
+                session = self._session(tp, context_role=False)
+                estimate = session.run_mixed(
+                    RuntimeConfig(batch_size=max(1, decoding), isl=isl, osl=osl),
+                    MixedStepInput(context_tokens=ctx_tokens, num_decode_requests=decoding))
+            self._cache[key] = float(estimate.latency_ms)
         return self._cache[key]

@@ -35,10 +35,7 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
     target = request.target()
     known = request.known_model
     assert known is not None
-    pools = {pool.role.value: {"workers": pool.workers, "tensor_parallel": pool.tp,
-                               "max_batch_size": pool.max_batch,
-                               "max_num_tokens": pool.max_num_tokens}
-             for pool in plan.pools}
+    pools = {pool.role.value: pool.spec.model_dump(exclude_unset=True) for pool in plan.pools}
     data: dict = {
         "name": graph_name(request, plan, mock),
         "model": {"id": known.hf_id, "dtype": request.dtype.value,

@@ -38,23 +38,40 @@ def _grid(start: float, stop: float, points: int) -> list[float]:
 
 
 def profile_tables(model: PerfModel, plan: Candidate, workload_isl: int,
-                   seq_len: int) -> ProfileTables:
+                   seq_len: int, osl: int | None = None) -> ProfileTables:
     """Tables for the plan's prefill (or aggregated) and decode (or aggregated) workers."""
+    osl = plan.osl if osl is None else osl
     if plan.mode is Mode.DISAGG:
         prefill, decode = plan.pool(PoolRole.PREFILL), plan.pool(PoolRole.DECODE)
         prefill_scale, decode_scale = model.corrections.prefill, model.corrections.decode
+        isl = _grid(1.0, float(max(prefill.max_num_tokens, seq_len)), PREFILL_POINTS)
+        ttft = [_prefill_step_ms(model, prefill.tp, n, workload_isl) * prefill_scale
+                for n in isl]
     else:
         prefill = decode = plan.pool(PoolRole.AGG)
-        # Aggregated predictions are AIConfigurator's in-flight-batching model, which
-        # carries no serving correction; the tables follow the numbers the plan used.
-        prefill_scale = decode_scale = 1.0
-    isl = _grid(1.0, float(max(prefill.max_num_tokens, seq_len)), PREFILL_POINTS)
-    ttft = [_prefill_step_ms(model, prefill.tp, n, workload_isl) * prefill_scale for n in isl]
+        # Aggregated predictions are AIConfigurator's in-flight-batching model, which carries
+        # no serving correction (only measured ones); the tables follow the plan's numbers.
+        decode_scale = model.measured.decode
+        isl = _grid(1.0, float(max(prefill.max_num_tokens, seq_len)), PREFILL_POINTS)
+        ttft = [t * model.measured.prefill
+                for t in _mixed_prefill_ms(model, plan, isl, workload_isl, osl)]
     contexts = _grid(1.0, float(seq_len), DECODE_CONTEXT_POINTS)
     kv_tokens = _grid(0.0, float(decode.max_batch * seq_len), DECODE_KV_POINTS)
     itl = [[model.decode_step_ms(decode.tp, _batch(kv, ctx, decode.max_batch), round(ctx))
             * decode_scale for ctx in contexts] for kv in kv_tokens]
     return ProfileTables(isl, ttft, kv_tokens, contexts, itl)
+
+
+def _mixed_prefill_ms(model: PerfModel, plan: Candidate, tokens: list[float],
+                      isl: int, osl: int) -> list[float]:
+    """What prompt tokens add to an aggregated step: the mocker charges a mixed step its
+    prefill plus its decode, so the prefill table holds the mixed step (AIConfigurator's
+    `run_mixed` at the planned batch) less the plain decode step."""
+    pool = plan.pool(PoolRole.AGG)
+    decoding = max(1, round(plan.prediction.concurrency_per_worker))
+    decode = model.decode_step_ms(pool.tp, decoding, isl + osl // 2)
+    return [max(0.0, model.mixed_step_ms(pool.tp, max(1, round(n)), decoding, isl, osl)
+                - decode) for n in tokens]
 
 
 def _prefill_step_ms(model: PerfModel, tp: int, tokens: float, isl: int) -> float:

@@ -1,16 +1,20 @@
-"""What the planner asks of a performance model, and how it picks one.
+"""What the planner asks of a performance model.
 
 Two primitives answer everything disaggregated: the latency of one prefill forward pass
 (`prefill_ms`) and of one decode step (`decode_step_ms`, averaged over a generation by
-`decode_itl_ms`); an aggregated worker's steps are built from the same two.
+`decode_itl_ms`). An aggregated worker is answered whole by `agg_point`: TRT-LLM's in-flight
+batching with a per-step context-token budget, as AIConfigurator's `run_agg` estimates it
+(the roofline follows the same scheduling arithmetic on its own step times).
 
 Two implementations: `AiconfiguratorModel` reads NVIDIA AIConfigurator's measured
 per-operation database (the default wherever it knows the model and GPU), `RooflineModel`
-is an analytic fallback with calibrated constants. Every plan says which one answered.
+is an analytic fallback with calibrated constants; `model_choice` picks one, and every plan
+says which one answered.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import StrEnum
@@ -41,6 +45,27 @@ class PhaseCorrections:
 # decode_latency_correction in aiconfigurator 0.12): measured op sums run a little faster
 # than a serving TRT-LLM worker does.
 SERVING_CORRECTIONS = PhaseCorrections(prefill=1.1, decode=1.08)
+
+
+@dataclass(frozen=True)
+class AggPoint:
+    """An aggregated worker running `batch` requests at once, `ctx_tokens` of prompt per step:
+    AIConfigurator's steady-state (closed-batch) estimate."""
+
+    ttft_ms: float
+    itl_ms: float
+    rate_per_s: float
+    """Requests one worker completes per second at this batch."""
+    prefill_share: float
+    """Share of the worker's time spent in steps that carry prompt tokens."""
+    fits: bool
+    """Whether the batch fits the worker's memory."""
+
+
+# TRT-LLM's in-flight batching (AIConfigurator's TRT-LLM backend): new requests enter the
+# batch about three steps after the last prefill ends, so that many mixed steps count toward
+# decode time no more than plain decode steps do.
+TRTLLM_MIX_STEP_DRAIN = 3
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,17 @@ class PerfModel(ABC):
     def __init__(self, target: ModelOnGpu) -> None:
         self.target = target
         self.fallback_reason: str | None = None
+        self.measured = PhaseCorrections()
+        """Factors fitted from measurements (`plan --calibrate`), on every worker."""
+        self.kv_transfer_scale = 1.0
+
+    def calibrate(self, prefill: float, decode: float, kv_transfer: float = 1.0) -> None:
+        """Plan with measured corrections: disaggregated workers on top of the serving
+        corrections, aggregated ones on AIConfigurator's in-flight-batching estimate."""
+        base = type(self).corrections
+        self.corrections = PhaseCorrections(base.prefill * prefill, base.decode * decode)
+        self.measured = PhaseCorrections(prefill, decode)
+        self.kv_transfer_scale = kv_transfer
 
     @property
     @abstractmethod
@@ -102,22 +138,53 @@ class PerfModel(ABC):
         """Whether `batch` sequences of `seq_len` tokens fit one worker's KV cache."""
         return batch <= self.target.max_batch(tp, seq_len)
 
+    def mixed_step_ms(self, tp: int, ctx_tokens: int, decoding: int, isl: int,
+                      osl: int) -> float:
+        """One step carrying `ctx_tokens` prompt tokens beside `decoding` decode requests."""
+        prompts = max(1, round(ctx_tokens / isl))
+        prefill = self.prefill_ms(tp, prompts, isl) * ctx_tokens / (prompts * isl)
+        if decoding <= 0:
+            return prefill
+        return prefill + self.decode_step_ms(tp, decoding, isl + osl // 2)
 
-def choose_perf_model(target: ModelOnGpu, prefer: PerfSource | None = None,
-                      reason: str | None = None) -> PerfModel:
-    """AIConfigurator's measured data wherever it answers, else the roofline, which records
-    why it was used (`fallback_reason`)."""
-    reason = reason or "roofline requested"
-    if prefer is not PerfSource.ROOFLINE:
-        try:
-            from .aiconfigurator_model import AiconfiguratorModel, AiconfiguratorUnavailable
-        except ImportError:  # pragma: no cover - aiconfigurator ships with `.[run]`
-            reason = "aiconfigurator-core is not installed"
+    def agg_point(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
+                  seq_len: int) -> AggPoint:
+        """An aggregated worker's estimate, with measured corrections if any: prompt steps
+        scale with the prefill factor, decode steps with the decode factor."""
+        point = self._agg_estimate(tp, batch, ctx_tokens, isl, osl, seq_len)
+        f = self.measured
+        if (f.prefill, f.decode) == (1.0, 1.0):
+            return point
+        time_scale = point.prefill_share * f.prefill + (1 - point.prefill_share) * f.decode
+        return AggPoint(ttft_ms=point.ttft_ms * f.prefill, itl_ms=point.itl_ms * f.decode,
+                        rate_per_s=point.rate_per_s / time_scale,
+                        prefill_share=point.prefill_share * f.prefill / time_scale,
+                        fits=point.fits)
+
+    def _agg_estimate(self, tp: int, batch: int, ctx_tokens: int, isl: int, osl: int,
+                      seq_len: int) -> AggPoint:
+        """AIConfigurator's `run_agg` scheduling (TRT-LLM backend) on this model's step
+        times: prompts enter `ctx_tokens` at a time in mixed steps, the rest of the batch
+        decodes beside them; the roofline uses it where AIConfigurator cannot answer."""
+        ctx_steps = math.ceil(isl * batch / ctx_tokens)
+        if batch == 1:
+            mixed_decoders, mixed_steps, decode_steps, itl_mixed_steps = 0, 1, osl - 1.0, 0
         else:
-            try:
-                return AiconfiguratorModel(target)
-            except (AiconfiguratorUnavailable, ImportError) as exc:
-                reason = str(exc)
-    from .roofline_model import RooflineModel
-
-    return RooflineModel(target, reason)
+            if ctx_steps >= osl:
+                mixed_decoders = max(1, int(batch // (ctx_steps / osl)))
+            else:
+                mixed_decoders = max(1, batch - math.ceil(ctx_tokens / isl))
+            mixed_steps = ctx_steps
+            decode_steps = max(0.0, osl - mixed_steps)
+            itl_mixed_steps = (mixed_steps if decode_steps == 0
+                               else max(1, mixed_steps - TRTLLM_MIX_STEP_DRAIN))
+        mixed = self.mixed_step_ms(tp, ctx_tokens, mixed_decoders, isl, osl)
+        decode = self.decode_step_ms(tp, batch, isl + osl // 2) if decode_steps else 0.0
+        queueing = min(2 + (ctx_steps - 3) / 2 / 10, 4)
+        ttft = mixed * math.ceil(isl / ctx_tokens) * queueing
+        itl_steps = itl_mixed_steps + decode_steps
+        itl = (mixed * itl_mixed_steps + decode * decode_steps) / itl_steps if itl_steps else 0.0
+        total = mixed_steps * mixed + decode_steps * decode
+        return AggPoint(ttft_ms=ttft, itl_ms=itl, rate_per_s=1000.0 * batch / total,
+                        prefill_share=mixed_steps * mixed / total,
+                        fits=self.kv_fits(tp, batch, seq_len))

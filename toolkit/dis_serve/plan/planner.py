@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import UserInputError
 from ..topology import Mode
-from .perf_model import PerfModel, PerfSource, choose_perf_model
+from .aiconfigurator_model import AiconfiguratorUnavailable
+from .calibration import fit_calibration, read_measurements
+from .model_choice import choose_perf_model
+from .outcome import Calibration
+from .perf_model import PerfModel, PerfSource
 from .pricing import Savings
 from .request import Objective, PlanRequest, Workload
 from .search import (
@@ -47,6 +51,7 @@ class PlanResult:
     split: Candidate | None
     split_gpus: tuple[int, int] | None
     seconds: float
+    calibration: Calibration | None = None
 
     @property
     def best_agg(self) -> Candidate | None:
@@ -57,13 +62,18 @@ class PlanResult:
         return self.disagg[0] if self.disagg else None
 
 
-def make_plan(request: PlanRequest, *, split: tuple[int, int] | None = None) -> PlanResult:
+def make_plan(request: PlanRequest) -> PlanResult:
     started = time.perf_counter()
     workload = Workload.of(request)
     model = choose_perf_model(request.target(), request.perf_model)
     if request.perf_model is PerfSource.AICONFIGURATOR and model.source is PerfSource.ROOFLINE:
         raise UserInputError(f"AIConfigurator cannot answer: {model.fallback_reason}",
                              key="--perf-model", fix="drop --perf-model to use the roofline")
+    calibration = None
+    if request.calibrate:
+        calibration = fit_calibration(model, read_measurements(list(request.calibrate)),
+                                      request.gpus_per_node)
+        model.calibrate(calibration.prefill, calibration.decode, calibration.kv_transfer or 1.0)
     space = _space(model, request, workload)
     if request.budget is not None and request.budget < min(space.tps):
         tp = min(space.tps)
@@ -82,17 +92,27 @@ def make_plan(request: PlanRequest, *, split: tuple[int, int] | None = None) -> 
         raise _nothing_fits(space, request, workload)
     disagg = [c for c in ranked if c.mode is Mode.DISAGG]
     agg = [c for c in ranked if c.mode is Mode.AGG]
+    split = request.compare_split
+    split_plan = best_for_split(space, *split) if split else None
+    undecided = PlanResult(request, workload, space.model, space, found, disagg, agg,
+                           ranked[0], False, "", None, split_plan, split,
+                           time.perf_counter() - started, calibration)
+    return decide(undecided, disagg, agg)
+
+
+def decide(result: PlanResult, disagg: list[Candidate], agg: list[Candidate]) -> PlanResult:
+    """The plan between the best of each mode (as ranked, or as the replay confirmed them):
+    disaggregated only when it pays, with what it saves."""
+    request = result.request
     pays, verdict = _verdict(request, disagg, agg)
     chosen = disagg[0] if pays or not agg else agg[0]
-    savings = _savings(space, request, chosen, agg) if chosen.mode is Mode.DISAGG else None
-    split_plan = best_for_split(space, *split) if split else None
-    return PlanResult(request, workload, space.model, space, found, disagg, agg, chosen, pays,
-                      verdict, savings, split_plan, split, time.perf_counter() - started)
+    savings = (_savings(result.space, request, chosen, agg) if chosen.mode is Mode.DISAGG
+               else None)
+    return replace(result, disagg=disagg, agg=agg, chosen=chosen, disagg_pays=pays,
+                   verdict=verdict, savings=savings)
 
 
 def _space(model: PerfModel, request: PlanRequest, workload: Workload) -> SearchSpace:
-    from .aiconfigurator_model import AiconfiguratorUnavailable
-
     try:
         return build_space(model, request, workload)
     except AiconfiguratorUnavailable as exc:
@@ -101,8 +121,10 @@ def _space(model: PerfModel, request: PlanRequest, workload: Workload) -> Search
         if request.perf_model is PerfSource.AICONFIGURATOR:
             raise UserInputError(str(exc), key="--perf-model",
                                  fix="drop --perf-model to use the roofline") from None
-        return build_space(choose_perf_model(request.target(), PerfSource.ROOFLINE,
-                                             reason=str(exc)), request, workload)
+        fallback = choose_perf_model(request.target(), PerfSource.ROOFLINE, reason=str(exc))
+        fallback.calibrate(model.measured.prefill, model.measured.decode,
+                           model.kv_transfer_scale)
+        return build_space(fallback, request, workload)
 
 
 def _nothing_fits(space: SearchSpace, request: PlanRequest, workload: Workload) -> Exception:
@@ -138,8 +160,10 @@ def _verdict(request: PlanRequest, disagg: list[Candidate],
         ahead = (f"{fewer} fewer GPU{'s' * (fewer != 1)} ({gain:.0%})" if fewer >= 0
                  else f"{-fewer} more GPU{'s' * (fewer != -1)} ({-gain:.0%})")
     else:
-        gain = d.rate / a.rate - 1
-        ahead = f"{gain:+.0%} goodput from the budget"
+        # Like with like: either may leave part of the budget unused, so compare what each
+        # GPU it uses serves.
+        gain = d.tokens_per_s_per_gpu / a.tokens_per_s_per_gpu - 1
+        ahead = f"{gain:+.0%} tokens/s per GPU"
     if gain >= PAYS_MARGIN:
         return True, (f"Disaggregation pays: {ahead} against the best aggregated deployment "
                       f"({a.label}).")

@@ -2,7 +2,8 @@
 
 A prefill worker is a server with a fixed service time per batch of prompts; a decode worker
 is a set of `max_batch` slots whose step time grows with how many are busy; an aggregated
-worker decodes its batch every step and adds prompts' prefill to some steps. Each curve is
+worker's TTFT, ITL and completions against its batch come whole from the performance model's
+in-flight-batching estimate. Each curve is
 built once per tensor-parallel size from the performance model, so the search itself never
 calls the model.
 """
@@ -13,7 +14,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .perf_model import PerfModel
+from .perf_model import AggPoint, PerfModel
 
 # The batch sizes decode and aggregated workers are sampled at (denser where step time
 # bends); anything in between is interpolated.
@@ -24,6 +25,12 @@ BATCH_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 19
 PREFILL_TOKEN_CAP = 16384
 AGG_TOKEN_CAP = 8192
 PREFILL_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+# Decode slots are planned at most 90% busy; caps whose full batch is this far over the ITL
+# SLA can still meet it at that load.
+DECODE_CAP_ITL_SLACK = 1.1
+# Aggregated workers run below their batch cap (Poisson arrivals need room); caps whose full
+# batch is this far over the ITL SLA are still worth deploying.
+AGG_CAP_ITL_SLACK = 1.3
 
 
 def tensor_parallel_options(model: PerfModel, seq_len: int, gpus_per_node: int) -> list[int]:
@@ -79,47 +86,69 @@ class DecodeCurve:
         return 1000.0 * max_batch / (osl * self.itl_at(max_batch))
 
     def batch_options(self, itl_sla_ms: float) -> list[int]:
-        """Max batch sizes worth deploying: those whose full batch still meets the ITL SLA."""
+        """Max batch sizes worth deploying: those whose full batch is still near the ITL SLA
+        (slots are planned below full, so a cap whose full batch is a little slow can still
+        meet it; the prediction decides)."""
         return [b for b, itl in zip(self.batches, self.itl_ms, strict=True)
-                if itl <= itl_sla_ms and b <= self.memory_batch]
+                if itl <= DECODE_CAP_ITL_SLACK * itl_sla_ms and b <= self.memory_batch]
 
 
 @dataclass(frozen=True)
-class AggWorker:
-    """An aggregated worker: each step decodes its batch and may carry up to
-    `prompts_per_step` prompts' prefill (TRT-LLM in-flight batching; the mocker charges such
-    a step prefill + decode time, and so does the plan)."""
+class AggCurve:
+    """An aggregated worker of `tp` GPUs that schedules up to `ctx_tokens` prompt tokens per
+    step beside its decoding requests (TRT-LLM in-flight batching), sampled against the
+    number of requests it holds: AIConfigurator's steady-state estimate at each batch."""
 
     tp: int
-    prompts_per_step: int
-    max_num_tokens: int
-    prefill_step_ms: float
-    """Prefill part of a step that carries `prompts_per_step` prompts."""
-    single_prefill_ms: float
-    """Prefill part of a step that carries one prompt."""
-    decode: DecodeCurve
+    ctx_tokens: int
+    batches: tuple[int, ...]
+    points: tuple[AggPoint, ...]
 
-    def prefill_ms_per_request(self, rate_per_s: float, step_ms: float) -> float:
-        """Prefill time a request adds to the steps. Prompts share a step only when they
-        arrive within one step of each other: about 1 + rate * step of them do, up to the
-        step's budget."""
-        k = self.prompts_per_step
-        riding = min(float(k), 1.0 + rate_per_s * step_ms / 1000.0)
-        if k == 1:
-            return self.single_prefill_ms
-        step = self.single_prefill_ms + (self.prefill_step_ms - self.single_prefill_ms) * (
-            riding - 1.0) / (k - 1)
-        return step / riding
+    @property
+    def memory_batch(self) -> int:
+        return self.batches[-1]
 
-    def capacity_per_s(self, max_batch: int, osl: int) -> float:
-        """Requests per second with `max_batch` requests always in flight and one prompt per
-        step: per second, steps * decode_step + rate * prefill = 1 s, and steps * batch =
-        rate * osl."""
-        g = self.decode.itl_at(max_batch)
-        return 1000.0 * max_batch / (osl * g + max_batch * self.single_prefill_ms)
+    def _at(self, field: str, concurrency: float) -> float:
+        return interpolate(self.batches, [getattr(p, field) for p in self.points],
+                           max(float(self.batches[0]), concurrency))
+
+    def itl_at(self, concurrency: float) -> float:
+        return self._at("itl_ms", concurrency)
+
+    def ttft_at(self, concurrency: float) -> float:
+        return self._at("ttft_ms", concurrency)
+
+    def prefill_share_at(self, concurrency: float) -> float:
+        return self._at("prefill_share", concurrency)
+
+    def capacity_per_s(self, max_batch: int) -> float:
+        return self._at("rate_per_s", max_batch)
+
+    def concurrency_at(self, rate_per_s: float) -> float | None:
+        """Requests in flight when the worker completes `rate_per_s` (None: beyond what its
+        largest batch completes)."""
+        rates = [p.rate_per_s for p in self.points]
+        if rate_per_s > max(rates):
+            return None
+        if rate_per_s <= rates[0]:
+            return self.batches[0] * rate_per_s / rates[0]
+        # Completions grow with the batch (where a bigger batch completes no more, it is
+        # never the one the load settles at).
+        xs, ys = [rates[0]], [self.batches[0]]
+        for rate, batch in zip(rates[1:], self.batches[1:], strict=True):
+            if rate > xs[-1]:
+                xs.append(rate)
+                ys.append(batch)
+        return interpolate(xs, ys, rate_per_s)
+
+    def batch_options(self, itl_sla_ms: float) -> list[int]:
+        """Batch caps worth deploying: those still near the ITL SLA when full (the planned
+        load keeps the batch below its cap)."""
+        return [b for b, p in zip(self.batches, self.points, strict=True)
+                if p.itl_ms <= AGG_CAP_ITL_SLACK * itl_sla_ms]
 
 
-def prefill_workers(model: PerfModel, tps: list[int], isl: int, max_isl: int,
+def prefill_worker_options(model: PerfModel, tps: list[int], isl: int, max_isl: int,
                     ttft_budget_ms: float) -> list[PrefillWorker]:
     out = []
     for tp in tps:
@@ -164,17 +193,24 @@ def _batch_grid(model: PerfModel, tp: int, seq_len: int) -> list[int]:
     return grid if lo == grid[-1] else [*grid, lo]
 
 
-def agg_workers(model: PerfModel, tps: list[int], isl: int, osl: int, max_isl: int,
-                seq_len: int) -> list[AggWorker]:
-    """Aggregated workers, uncorrected (AIConfigurator applies its serving corrections to
-    disaggregated workers only, and so does the plan), for each TP and per-step prompt
-    budget from one prompt to `AGG_TOKEN_CAP` tokens."""
+def agg_curves(model: PerfModel, tps: list[int], isl: int, osl: int,
+               seq_len: int) -> list[AggCurve]:
+    """Aggregated workers for each TP and per-step prompt budget: whole prompts, one up to
+    `AGG_TOKEN_CAP` tokens (AIConfigurator's grid without chunked prefill), each sampled over
+    the batches that fit memory."""
     out = []
-    for curve in decode_curves(model, tps, isl, osl, seq_len, scale=1.0):
-        single = model.prefill_ms(curve.tp, 1, isl)
-        for prompts in PREFILL_BATCHES:
-            if prompts > 1 and prompts * max_isl > max(AGG_TOKEN_CAP, 2 * max_isl):
-                break
-            step = single if prompts == 1 else model.prefill_ms(curve.tp, prompts, isl)
-            out.append(AggWorker(curve.tp, prompts, prompts * max_isl, step, single, curve))
+    budgets = sorted({isl * k for k in (1, 2, 4, 8, 16, 32)
+                      if isl * k <= max(AGG_TOKEN_CAP, 2 * isl)})
+    for tp in tps:
+        for ctx in budgets:
+            prompts = ctx // isl
+            batches, points = [], []
+            for batch in [b for b in BATCH_GRID if b > prompts or b == 1 == prompts]:
+                point = model.agg_point(tp, batch, ctx, isl, osl, seq_len)
+                if not point.fits:
+                    break
+                batches.append(batch)
+                points.append(point)
+            if len(batches) >= 2:
+                out.append(AggCurve(tp, ctx, tuple(batches), tuple(points)))
     return out

@@ -9,9 +9,9 @@ between steps: it reserves room for the request at the next step boundary (half 
 average), activates it at the first boundary after its KV cache has arrived, and emits the
 first token one step later; Dynamo's replay shows the same 2.5 steps.
 
-Aggregated: every step decodes the worker's whole batch and some steps also carry a prompt's
-prefill, which lengthens them (the mocker's cost model, and TRT-LLM's in-flight batching to
-first order); the same fixed point gives the batch."""
+Aggregated: AIConfigurator's own in-flight-batching estimate (`run_agg`: mixed prefill/decode
+steps under a per-step context-token budget, as TRT-LLM schedules them) at the batch the load
+settles at; no second formula of ours."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from .perf_model import ModelOnGpu
-from .pools import AggWorker, DecodeCurve, PrefillWorker
+from .pools import AggCurve, DecodeCurve, PrefillWorker
 from .queueing import pool_wait
 
 # KV-cache transfer between prefill and decode workers: NVLink inside a node (the figure
@@ -33,8 +33,15 @@ NETWORK_KV_GBPS = 50.0
 # before it settles (Dynamo's replay shows it), and any error in the step-time data turns
 # into a queue. AIConfigurator keeps similar headroom (its 0.92 decode rate-matching factor).
 MAX_SLOT_LOAD = 0.9
+# Prefill pools are planned to carry at most this share of their capacity: AIConfigurator's
+# prefill rate-matching degradation (a serving prefill worker loses that much to scheduling
+# and transfer gaps a pure pass time does not show).
+MAX_PREFILL_LOAD = 0.9
 # Standard normal 90th percentile.
 P90_Z = 1.2816
+# An aggregated worker's batch cap sits this many standard deviations of its (Poisson)
+# concurrency above the planned mean, so a burst queues rarely.
+AGG_SLOT_HEADROOM_Z = 2.0
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeC
     prefill_wait = pool_wait(servers=prefill_workers,
                              service_ms=prefill.service_ms / prefill.batch,
                              rate_per_s=rate_per_s)
-    if not prefill_wait.stable:
+    if not prefill_wait.stable or prefill_wait.utilization > MAX_PREFILL_LOAD:
         return None
     concurrency = decode_concurrency(decode, rate_per_s / decode_workers, osl, decode_batch)
     if concurrency is None:
@@ -121,45 +128,29 @@ def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeC
         slot_utilization=concurrency / decode_batch, concurrency_per_worker=concurrency)
 
 
-def predict_agg(worker: AggWorker, workers: int, max_batch: int, rate_per_s: float, *,
-                osl: int) -> Prediction | None:
-    """An aggregated pool: each worker's steps decode its whole batch, and a new prompt rides
-    the next step (prefill + decode time). TTFT = the rest of the step in progress + the wait
-    for a step with room + that step."""
+def predict_agg(curve: AggCurve, workers: int, max_batch: int,
+                rate_per_s: float) -> Prediction | None:
+    """An aggregated pool: each worker holds as many requests as it completes per second
+    times their latency (Little's law), and serves them as AIConfigurator's in-flight
+    batching estimate says a batch of that size is served. Poisson arrivals spread the
+    batch by about its square root: the 90th percentiles are read that much higher, and the
+    cap must leave room for it."""
     rate = rate_per_s / workers
-    if rate > MAX_SLOT_LOAD * worker.capacity_per_s(max_batch, osl):
+    concurrency = curve.concurrency_at(rate)
+    if concurrency is None:
         return None
-    concurrency, ttft, itl, prefill_share = 1.0, 0.0, 0.0, 0.0
-    wait = pool_wait(servers=1, service_ms=1.0, rate_per_s=0.0)
-    for _ in range(60):
-        step = worker.decode.itl_at(concurrency)
-        per_request = worker.prefill_ms_per_request(rate, itl or step)
-        prefill_share = rate * per_request / 1000.0
-        if prefill_share >= 1.0:
-            return None
-        itl = step / (1.0 - prefill_share)
-        wait = pool_wait(servers=workers, service_ms=per_request + step, rate_per_s=rate_per_s)
-        if not wait.stable:
-            return None
-        ttft = 0.5 * step + wait.mean_ms + worker.single_prefill_ms + step
-        updated = rate * (ttft + osl * itl) / 1000.0
-        if abs(updated - concurrency) < 1e-3:
-            break
-        concurrency = updated
-    if concurrency >= max_batch:
+    spread = math.sqrt(concurrency)
+    if concurrency + AGG_SLOT_HEADROOM_Z * spread > max_batch:
         return None
-    slot_wait = pool_wait(servers=workers * max_batch, service_ms=ttft + osl * itl,
-                          rate_per_s=rate_per_s)
-    if not slot_wait.stable:
-        return None
-    # A request meets about rate * lifetime mixed steps (Poisson), each adding a prefill
-    # to one of its token gaps.
-    mixed = rate * (ttft + osl * itl) / 1000.0
-    per_request = worker.prefill_ms_per_request(rate, itl)
+    itl = curve.itl_at(concurrency)
+    ttft = curve.ttft_at(concurrency)
+    # A request's ITL averages the batch over its whole generation, which halves the spread
+    # it feels (as for decode workers).
+    itl_spread = curve.itl_at(concurrency + spread) - itl
     return Prediction(
-        rate_per_s=rate_per_s, ttft_mean_ms=ttft + slot_wait.mean_ms,
-        ttft_p90_ms=ttft + 0.4 * step - wait.mean_ms + wait.p90_ms + slot_wait.p90_ms,
-        itl_ms=itl, itl_p90_ms=itl + P90_Z * math.sqrt(mixed) * per_request / osl,
-        queue_wait_ms=wait.mean_ms, service_ms=ttft - wait.mean_ms, handoff_ms=0.0,
-        decode_wait_ms=slot_wait.mean_ms, prefill_utilization=prefill_share,
+        rate_per_s=rate_per_s, ttft_mean_ms=ttft,
+        ttft_p90_ms=max(ttft, curve.ttft_at(concurrency + P90_Z * spread)),
+        itl_ms=itl, itl_p90_ms=itl + P90_Z * itl_spread / 2,
+        queue_wait_ms=0.0, service_ms=ttft, handoff_ms=0.0, decode_wait_ms=0.0,
+        prefill_utilization=curve.prefill_share_at(concurrency),
         slot_utilization=concurrency / max_batch, concurrency_per_worker=concurrency)

@@ -30,11 +30,3 @@ class Savings:
     @property
     def yearly_usd(self) -> float:
         return yearly_cost(self.gpus, self.price_per_gpu_hour)
-
-    @property
-    def plan_yearly_usd(self) -> float:
-        return yearly_cost(self.plan_gpus, self.price_per_gpu_hour)
-
-    @property
-    def agg_yearly_usd(self) -> float:
-        return yearly_cost(self.agg_gpus, self.price_per_gpu_hour)

@@ -13,7 +13,7 @@ import math
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..sizing import fit_worker_memory
@@ -23,6 +23,21 @@ from .predict import kv_transfer_gbps
 from .request import Workload
 from .search import Candidate, PoolPlan
 
+# A deployment whose steady state needs more requests than REPLAY_TARGET_REQUESTS is
+# replayed as a slice of it: the router spreads load evenly, so a slice with its share of the
+# rate and the same prefill:decode ratio sees what each worker of the whole sees (its own
+# queue, its own batch), in a run small enough to reach steady state in seconds at any size.
+# A slice keeps at least MIN_SLICE_WORKERS workers (fewer would queue more than the whole) and
+# at most REPLAY_MAX_WORKERS.
+REPLAY_TARGET_REQUESTS = 4000
+MIN_SLICE_WORKERS = 2
+# An aggregated worker batching this many requests is a big enough sample on its own: its
+# slice may be that one worker.
+BUSY_AGG_WORKER = 64
+REPLAY_MAX_WORKERS = 32
+# A slice's pools may differ from the whole's ratio by this much before a smaller slice with
+# an exact ratio is preferred.
+SLICE_RATIO_TOLERANCE = 0.03
 DEFAULT_REQUESTS = 2000
 MAX_REQUESTS = 30000
 BLOCK_SIZE = 32
@@ -35,7 +50,72 @@ MIN_WINDOW_REQUESTS = 200
 
 
 @dataclass(frozen=True)
+class ReplaySlice:
+    """The part of a deployment the replay runs: workers per pool (in the plan's pool order)
+    and the share of the plan's rate they get."""
+
+    workers: tuple[int, ...]
+    share: float
+
+    def describe(self, plan: Candidate) -> str:
+        counts = " + ".join(f"{n} {p.role.value}" for n, p in zip(self.workers, plan.pools,
+                                                                  strict=True))
+        if self.share >= 1.0:
+            return f"the whole deployment ({counts} workers)"
+        whole = " + ".join(str(p.workers) for p in plan.pools)
+        return (f"a slice of {counts} workers (of {whole}) at {self.share:.1%} of the rate "
+                f"({plan.rate * self.share:.2f} of {plan.rate:.2f} req/s)")
+
+
+def slice_workers(plan: Candidate) -> int:
+    """The most workers a replay of this plan needs: all of them when their steady state
+    takes at most REPLAY_TARGET_REQUESTS requests, else proportionally fewer."""
+    workers = sum(p.workers for p in plan.pools)
+    wanted = _steady_state_requests(plan, plan.rate)
+    if wanted <= REPLAY_TARGET_REQUESTS:
+        return workers
+    fewer = math.floor(workers * REPLAY_TARGET_REQUESTS / wanted)
+    busy = plan.mode is Mode.AGG and plan.prediction.concurrency_per_worker >= BUSY_AGG_WORKER
+    return min(workers, REPLAY_MAX_WORKERS, max(1 if busy else MIN_SLICE_WORKERS, fewer))
+
+
+def representative_slice(plan: Candidate, target_workers: int) -> ReplaySlice:
+    """The whole deployment when it has at most `target_workers` workers; else a slice of
+    about that many (the smallest at least that big, never more than REPLAY_MAX_WORKERS)
+    whose pools keep the whole's ratio within SLICE_RATIO_TOLERANCE, at the larger of its
+    pools' shares of the rate, so no pool of the slice carries less load per worker than the
+    whole. Where no slice keeps the ratio, the whole deployment runs if it is small enough,
+    else the slice closest to it."""
+    counts = [p.workers for p in plan.pools]
+    whole = ReplaySlice(tuple(counts), 1.0)
+    if sum(counts) <= target_workers:
+        return whole
+    if len(counts) == 1:
+        return ReplaySlice((target_workers,), target_workers / counts[0])
+    n_p, n_d = counts
+    options = []  # (ratio mismatch, workers, share)
+    for d in range(1, n_d + 1):
+        p = max(1, round(n_p * d / n_d))
+        if p + d > REPLAY_MAX_WORKERS:
+            break
+        share = max(p / n_p, d / n_d)
+        if p <= n_p:
+            options.append((abs(p / n_p - d / n_d) / share, (p, d), share))
+    close = [(w, share) for miss, w, share in options if miss <= SLICE_RATIO_TOLERANCE]
+    if not close:
+        if sum(counts) <= REPLAY_MAX_WORKERS or not options:
+            return whole
+        _, workers, share = min(options, key=lambda o: (o[0], -sum(o[1])))
+        return ReplaySlice(workers, share)
+    big_enough = [c for c in close if sum(c[0]) >= target_workers]
+    workers, share = big_enough[0] if big_enough else close[-1]
+    return ReplaySlice(workers, share)
+
+
+@dataclass(frozen=True)
 class ReplayResult:
+    replayed: str
+    """What ran: the whole deployment or which slice of it."""
     requests: int
     measured_requests: int
     steady: bool
@@ -85,50 +165,57 @@ def engine_args(target: ModelOnGpu, plan: Candidate, pool: PoolPlan, profile: Pa
 def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Workload, *,
                 ttft_sla_ms: float, itl_sla_ms: float, requests: int | None = None,
                 gpus_per_node: int = 8, seed: int = 42) -> ReplayResult:
-    """Replay the workload at the plan's rate: `requests` synthetic requests (default: enough
-    for a steady state), or the trace itself."""
+    """Replay the workload at the plan's rate on a representative slice of it: `requests`
+    synthetic requests (default: enough for a steady state), or the trace itself (whole)."""
     # The simulator logs every routing decision at INFO; keep the terminal readable.
     os.environ.setdefault("DYN_LOG", "warn")
     from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
 
+    part = (ReplaySlice(tuple(p.workers for p in plan.pools), 1.0)
+            if workload.trace is not None else representative_slice(plan, slice_workers(plan)))
     kwargs: dict = {"router_mode": "kv_router", "sla_ttft_ms": ttft_sla_ms,
                     "sla_itl_ms": itl_sla_ms, "capture_per_request": True}
+    args = {p.role: engine_args(target, plan, p, profile, gpus_per_node) for p in plan.pools}
     if plan.mode is Mode.DISAGG:
-        prefill, decode = plan.pool(PoolRole.PREFILL), plan.pool(PoolRole.DECODE)
-        kwargs |= {"num_prefill_workers": prefill.workers, "num_decode_workers": decode.workers,
-                   "prefill_engine_args": engine_args(target, plan, prefill, profile,
-                                                      gpus_per_node),
-                   "decode_engine_args": engine_args(target, plan, decode, profile,
-                                                     gpus_per_node)}
+        kwargs |= {"num_prefill_workers": part.workers[0], "num_decode_workers": part.workers[1],
+                   "prefill_engine_args": args[PoolRole.PREFILL],
+                   "decode_engine_args": args[PoolRole.DECODE]}
     else:
-        agg = plan.pool(PoolRole.AGG)
-        kwargs |= {"num_workers": agg.workers,
-                   "extra_engine_args": engine_args(target, plan, agg, profile,
-                                                    gpus_per_node)}
-    count = requests or requests_for_steady_state(plan)
+        kwargs |= {"num_workers": part.workers[0], "extra_engine_args": args[PoolRole.AGG]}
+    rate = plan.rate * part.share
+    count = requests or requests_for_steady_state(plan, rate)
     started = time.perf_counter()
     if workload.trace is not None:
         report = run_trace_replay(str(workload.trace.path), trace_format="mooncake",
                                   trace_block_size=workload.trace.block_size, **kwargs)
     else:
         report = run_synthetic_trace_replay(workload.isl, workload.osl, count,
-                                            request_rate=plan.rate, arrival_seed=seed,
-                                            **kwargs)
+                                            request_rate=rate, arrival_seed=seed, **kwargs)
     wall = time.perf_counter() - started
-    return summarize(report, plan.rate, wall, ttft_sla_ms=ttft_sla_ms, itl_sla_ms=itl_sla_ms)
+    result = summarize(report, rate, wall, ttft_sla_ms=ttft_sla_ms, itl_sla_ms=itl_sla_ms,
+                       replayed=part.describe(plan))
+    # Throughput of the slice, stated for the whole deployment.
+    return replace(result, served_rate=result.served_rate / part.share,
+                   output_tokens_per_s=result.output_tokens_per_s / part.share,
+                   offered_rate=plan.rate, arrival_rate=result.arrival_rate / part.share)
 
 
-def requests_for_steady_state(plan: Candidate) -> int:
-    """Enough requests that arrivals span WARMUP + MEASURED end-to-end latencies, so the
-    decode batch settles before it is measured; never fewer than DEFAULT_REQUESTS."""
+def requests_for_steady_state(plan: Candidate, rate: float | None = None) -> int:
+    """Enough requests that arrivals at `rate` (default: the plan's) span WARMUP + MEASURED
+    end-to-end latencies, so the decode batch settles before it is measured; never fewer
+    than DEFAULT_REQUESTS."""
+    wanted = _steady_state_requests(plan, plan.rate if rate is None else rate)
+    return int(min(MAX_REQUESTS, max(DEFAULT_REQUESTS, wanted)))
+
+
+def _steady_state_requests(plan: Candidate, rate: float) -> int:
     pred = plan.prediction
     e2e_s = (pred.ttft_mean_ms + plan.osl * pred.itl_ms) / 1000.0
-    wanted = plan.rate * e2e_s * (WARMUP_E2E + MEASURED_E2E + 1)
-    return int(min(MAX_REQUESTS, max(DEFAULT_REQUESTS, math.ceil(wanted))))
+    return math.ceil(rate * e2e_s * (WARMUP_E2E + MEASURED_E2E + 1))
 
 
 def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
-              itl_sla_ms: float) -> ReplayResult:
+              itl_sla_ms: float, replayed: str = "the whole deployment") -> ReplayResult:
     """Steady-state figures: requests that arrive after the batch has filled (WARMUP_E2E
     end-to-end latencies in) and finish before arrivals stop; the whole run when it is too
     short to have such a window (the result says so)."""
@@ -148,7 +235,7 @@ def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
     mean_output = statistics.fmean(r["output_length"] for r in window)
     met = sum(1 for r in window if r["ttft_ms"] <= ttft_sla_ms and r["itl_ms"] <= itl_sla_ms)
     return ReplayResult(
-        requests=len(done), measured_requests=len(window), steady=steady,
+        replayed=replayed, requests=len(done), measured_requests=len(window), steady=steady,
         offered_rate=offered_rate, arrival_rate=arrived / seconds,
         ttft_mean_ms=statistics.fmean(ttfts), ttft_p90_ms=ttfts[int(0.9 * (len(ttfts) - 1))],
         itl_mean_ms=statistics.fmean(itls), itl_p90_ms=itls[int(0.9 * (len(itls) - 1))],

@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PositiveInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -104,18 +105,27 @@ class PlanRequest(BaseModel):
     perf_model: PerfSource | None = Field(
         default=None, description="Force aiconfigurator or roofline (default: best available).")
     top: int = Field(default=5, ge=1, le=50, description="Rows per table.")
+    compare_split: tuple[PositiveInt, PositiveInt] | None = Field(
+        default=None, description="Also evaluate this fixed (prefill GPUs, decode GPUs) split.")
+    replay: bool = Field(default=True, description="Check the plan in Dynamo's replay.")
+    calibrate: tuple[Path, ...] = Field(
+        default=(), description="`bench` results (results.json or their folders) to fit "
+                                "per-phase correction factors from before planning.")
+    replay_requests: int | None = Field(
+        default=None, gt=0, description="Requests to replay (default: enough for a steady "
+                                        "state).")
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:
         if self.rate is not None and self.budget is not None:
-            raise ValueError("give either --rate or --budget, not both")
+            raise ValueError("give either `rate` or `budget`, not both")
         if self.rate is None and self.budget is None and self.trace is None:
-            raise ValueError("give --rate (requests/s to serve with the fewest GPUs) or "
-                             "--budget (GPUs to get the most goodput from)")
+            raise ValueError("give `rate` (requests/s to serve with the fewest GPUs) or "
+                             "`budget` (GPUs to get the most goodput from)")
         if self.trace is None and (self.isl is None or self.osl is None):
-            raise ValueError("give --isl and --osl, or a --trace")
+            raise ValueError("give `isl` and `osl`, or a `trace`")
         if self.trace is not None and (self.isl is not None or self.osl is not None):
-            raise ValueError("--trace sets the lengths; drop --isl/--osl")
+            raise ValueError("`trace` sets the lengths; drop `isl`/`osl`")
         return self
 
     @field_validator("model")
@@ -169,27 +179,22 @@ class Workload:
         if rate is None and request.budget is None:
             if stats.rate_per_s is None:
                 raise UserInputError("the trace has no timestamps to take a rate from",
-                                     source=str(stats.path), fix="add --rate or --budget")
+                                     source=str(stats.path), fix="add a `rate` or `budget`")
             rate = stats.rate_per_s
         return cls(stats.mean_isl, stats.mean_osl, stats.max_isl, stats.max_osl, rate, stats)
 
 
-_FLAGS = {"isl": "--isl", "osl": "--osl", "rate": "--rate", "budget": "--budget",
-          "ttft_ms": "--ttft-ms", "itl_ms": "--itl-ms", "gpu": "--gpu", "model": "--model",
-          "price_per_gpu_hour": "--price", "gpus_per_node": "--gpus-per-node",
-          "dtype": "--dtype", "kv_cache_dtype": "--kv-cache-dtype", "top": "--top",
-          "trace": "--trace", "perf_model": "--perf-model"}
-
-
 def build_request(**values: object) -> PlanRequest:
-    """A `PlanRequest` from CLI values; any problem becomes one UserInputError line."""
+    """A `PlanRequest` from keyword values (None: the default); any problem becomes one
+    UserInputError whose key is the field and whose message names fields in backticks, for
+    the caller to word in its own terms (the CLI's flags)."""
     try:
         return PlanRequest(**{k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else ""
+        field = str(error["loc"][0]) if error["loc"] else None
         message = error["msg"].removeprefix("Value error, ")
         if field == "gpu":
             message = f"unknown GPU {values.get('gpu')!r}; use one of " + ", ".join(
                 g.value for g in GpuType)
-        raise UserInputError(message, key=_FLAGS.get(field)) from None
+        raise UserInputError(message, key=field) from None

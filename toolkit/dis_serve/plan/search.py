@@ -14,15 +14,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import UserInputError
-from ..topology import Mode, PoolRole
+from ..topology import Mode, Pool, PoolRole
 from .perf_model import PerfModel
 from .pools import (
-    AggWorker,
+    AggCurve,
     DecodeCurve,
     PrefillWorker,
-    agg_workers,
+    agg_curves,
     decode_curves,
-    prefill_workers,
+    prefill_worker_options,
     tensor_parallel_options,
 )
 from .predict import Prediction, kv_transfer_gbps, predict_agg, predict_disagg, transfer_ms
@@ -33,6 +33,19 @@ MAX_GPUS = 4096
 # the throughput-per-GPU against tokens-per-user frontier without searching every size.
 DECODE_BATCH_SAMPLES = 6
 BISECTION_STEPS = 22
+# Objective (a) starts each pool at the fewest workers whose capacity covers the rate and
+# adds workers until the SLA holds: queueing and handoff need a few more prefill workers,
+# decode a few more slots, an aggregated pool a few more workers than capacity alone says.
+EXTRA_PREFILL_WORKERS_TRIED = 8
+EXTRA_DECODE_WORKERS_TRIED = 4
+EXTRA_AGG_WORKERS_TRIED = 12
+# Objective (b) bisects the rate only at the prefill/decode splits of the budget whose
+# capacities balance best (goodput peaks there).
+BALANCED_SPLITS_TRIED = 3
+
+
+# The SLA is on 90th percentiles: nine requests in ten must meet both TTFT and ITL.
+SLA_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -47,15 +60,36 @@ class Sla:
 
 @dataclass(frozen=True)
 class PoolPlan:
+    """One planned pool: its role and the schema's own `Pool` (what the topology gets)."""
+
     role: PoolRole
-    workers: int
-    tp: int
-    max_batch: int
-    max_num_tokens: int
+    spec: Pool
+
+    @classmethod
+    def of(cls, role: PoolRole, workers: int, tp: int, max_batch: int,
+           max_num_tokens: int) -> PoolPlan:
+        return cls(role, Pool(workers=workers, tensor_parallel=tp, max_batch_size=max_batch,
+                              max_num_tokens=max_num_tokens))
+
+    @property
+    def workers(self) -> int:
+        return self.spec.workers
+
+    @property
+    def tp(self) -> int:
+        return self.spec.tensor_parallel
+
+    @property
+    def max_batch(self) -> int:
+        return self.spec.max_batch_size
+
+    @property
+    def max_num_tokens(self) -> int:
+        return self.spec.max_num_tokens
 
     @property
     def gpus(self) -> int:
-        return self.workers * self.tp
+        return self.spec.gpus
 
 
 @dataclass(frozen=True)
@@ -66,6 +100,8 @@ class Candidate:
     pools: tuple[PoolPlan, ...]
     prediction: Prediction
     osl: int
+    shape: tuple = field(default=(), compare=False, repr=False)
+    """The worker curves it was built from, to evaluate it again at another rate."""
 
     @property
     def gpus(self) -> int:
@@ -114,7 +150,7 @@ class SearchSpace:
     gpus_per_node: int
     prefill: list[PrefillWorker]
     decode: list[DecodeCurve]
-    agg: list[AggWorker]
+    agg: list[AggCurve]
     tps: list[int] = field(default_factory=list)
 
     @property
@@ -123,20 +159,17 @@ class SearchSpace:
 
     def transfer_ms(self, tp_prefill: int, tp_decode: int, total_gpus: int) -> float:
         gbps = kv_transfer_gbps(tp_prefill, tp_decode, total_gpus > self.gpus_per_node)
-        return transfer_ms(self.model.target, self.workload.isl, gbps)
+        return transfer_ms(self.model.target, self.workload.isl, gbps) * (
+            self.model.kv_transfer_scale)
 
     def decode_batches(self, curve: DecodeCurve) -> list[int]:
         """Batch caps whose full batch meets the ITL SLA, sampled."""
-        options = curve.batch_options(self.sla.itl_ms)
-        if len(options) <= DECODE_BATCH_SAMPLES:
-            return options
-        step = (len(options) - 1) / (DECODE_BATCH_SAMPLES - 1)
-        return sorted({options[round(i * step)] for i in range(DECODE_BATCH_SAMPLES)})
+        return _sampled(curve.batch_options(self.sla.itl_ms))
 
-    def agg_options(self) -> Iterator[tuple[AggWorker, int]]:
-        for worker in self.agg:
-            for batch in self.decode_batches(worker.decode):
-                yield worker, batch
+    def agg_options(self) -> Iterator[tuple[AggCurve, int]]:
+        for curve in self.agg:
+            for batch in _sampled(curve.batch_options(self.sla.itl_ms)):
+                yield curve, batch
 
 
 def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> SearchSpace:
@@ -159,7 +192,7 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
             f"ITL {sla.itl_ms:g} ms is impossible: the fastest decode step of {target.name} "
             f"on {target.gpu_name} is {fastest_itl[0]:.1f} ms (TP{fastest_itl[1]}, batch 1)",
             key="--itl-ms", fix=f"use --itl-ms {math.ceil(fastest_itl[0])} or more")
-    prefill = prefill_workers(model, tps, workload.isl, workload.max_isl, sla.ttft_ms)
+    prefill = prefill_worker_options(model, tps, workload.isl, workload.max_isl, sla.ttft_ms)
     if not prefill:
         tp = max(tps)
         quickest = model.prefill_ms(tp, 1, workload.isl) * model.corrections.prefill
@@ -169,33 +202,44 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
             f"{target.name} on {target.gpu_name} takes {quickest:.0f} ms at TP{tp}, "
             f"{floor:.0f} ms with the first decode step", key="--ttft-ms",
             fix=f"use --ttft-ms {math.ceil(floor * 1.1)} or more")
-    agg = agg_workers(model, tps, workload.isl, workload.osl, workload.max_isl, seq_len)
+    agg = agg_curves(model, tps, workload.isl, workload.osl, seq_len)
     return SearchSpace(model, workload, sla, request.gpus_per_node, prefill, decode, agg, tps)
+
+
+def _sampled(options: list[int]) -> list[int]:
+    """At most DECODE_BATCH_SAMPLES of `options`, spread evenly, the largest always kept."""
+    if len(options) <= DECODE_BATCH_SAMPLES:
+        return options
+    step = (len(options) - 1) / (DECODE_BATCH_SAMPLES - 1)
+    return sorted({options[round(i * step)] for i in range(DECODE_BATCH_SAMPLES)})
 
 
 # --- evaluation ------------------------------------------------------------------------------
 
-def _disagg(space: SearchSpace, p: PrefillWorker, n_p: int, d: DecodeCurve, batch: int,
-            n_d: int, rate: float) -> Candidate | None:
-    gpus = n_p * p.tp + n_d * d.tp
-    pred = predict_disagg(p, n_p, d, batch, n_d, rate, osl=space.workload.osl,
+def _disagg(space: SearchSpace, p: PrefillWorker, prefill_workers: int, d: DecodeCurve,
+            batch: int, decode_workers: int, rate: float) -> Candidate | None:
+    gpus = prefill_workers * p.tp + decode_workers * d.tp
+    pred = predict_disagg(p, prefill_workers, d, batch, decode_workers, rate,
+                          osl=space.workload.osl,
                           kv_transfer_ms=space.transfer_ms(p.tp, d.tp, gpus))
     if pred is None or not space.sla.met_by(pred):
         return None
-    pools = (PoolPlan(PoolRole.PREFILL, n_p, p.tp, p.batch, p.max_num_tokens),
-             PoolPlan(PoolRole.DECODE, n_d, d.tp, batch, max(batch, space.seq_len)))
-    return Candidate(Mode.DISAGG, pools, pred, space.workload.osl)
+    pools = (PoolPlan.of(PoolRole.PREFILL, prefill_workers, p.tp, p.batch, p.max_num_tokens),
+             PoolPlan.of(PoolRole.DECODE, decode_workers, d.tp, batch,
+                         max(batch, space.seq_len)))
+    return Candidate(Mode.DISAGG, pools, pred, space.workload.osl, (p, d))
 
 
-def _agg(space: SearchSpace, worker: AggWorker, batch: int, n: int,
+def _agg(space: SearchSpace, curve: AggCurve, batch: int, workers: int,
          rate: float) -> Candidate | None:
-    pred = predict_agg(worker, n, batch, rate, osl=space.workload.osl)
+    pred = predict_agg(curve, workers, batch, rate)
     if pred is None or not space.sla.met_by(pred):
         return None
     # The step budget holds the prompts plus one token for every request decoding beside
     # them, so a prompt is never split across steps.
-    pools = (PoolPlan(PoolRole.AGG, n, worker.tp, batch, worker.max_num_tokens + batch),)
-    return Candidate(Mode.AGG, pools, pred, space.workload.osl)
+    tokens = max(curve.ctx_tokens, space.workload.max_isl) + batch
+    pools = (PoolPlan.of(PoolRole.AGG, workers, curve.tp, batch, tokens),)
+    return Candidate(Mode.AGG, pools, pred, space.workload.osl, (curve,))
 
 
 def _max_rate(evaluate, capacity: float) -> Candidate | None:
@@ -211,6 +255,28 @@ def _max_rate(evaluate, capacity: float) -> Candidate | None:
     return best
 
 
+def at_rate(space: SearchSpace, cand: Candidate, rate: float) -> Candidate | None:
+    """The same deployment planned for another rate (None: the SLA no longer holds)."""
+    if cand.mode is Mode.AGG:
+        pool = cand.pool(PoolRole.AGG)
+        return _agg(space, cand.shape[0], pool.max_batch, pool.workers, rate)
+    prefill, decode = cand.pool(PoolRole.PREFILL), cand.pool(PoolRole.DECODE)
+    return _disagg(space, cand.shape[0], prefill.workers, cand.shape[1], decode.max_batch,
+                   decode.workers, rate)
+
+
+def with_one_more_worker(space: SearchSpace, cand: Candidate) -> Candidate | None:
+    """The same deployment at the same rate with one more worker in the pool that runs out
+    first (more headroom where it is short)."""
+    if cand.mode is Mode.AGG:
+        pool = cand.pool(PoolRole.AGG)
+        return _agg(space, cand.shape[0], pool.max_batch, pool.workers + 1, cand.rate)
+    prefill, decode = cand.pool(PoolRole.PREFILL), cand.pool(PoolRole.DECODE)
+    more_prefill = cand.limit == "prefill"
+    return _disagg(space, cand.shape[0], prefill.workers + more_prefill, cand.shape[1],
+                   decode.max_batch, decode.workers + (not more_prefill), cand.rate)
+
+
 # --- objective (a): fewest GPUs for a rate ---------------------------------------------------
 
 def fewest_gpus(space: SearchSpace, rate: float) -> list[Candidate]:
@@ -218,36 +284,51 @@ def fewest_gpus(space: SearchSpace, rate: float) -> list[Candidate]:
     found: list[Candidate] = []
     for d in space.decode:
         for batch in space.decode_batches(d):
-            n_d0 = math.floor(rate / d.capacity_per_s(batch, space.workload.osl)) + 1
             for p in space.prefill:
-                n_p0 = math.floor(rate / p.capacity_per_s) + 1
-                if n_p0 * p.tp + n_d0 * d.tp > MAX_GPUS:
-                    continue
-                best = None
-                for n_p, n_d in _pairs_by_gpus(n_p0, p.tp, n_d0, d.tp):
-                    if best is not None and n_p * p.tp + n_d * d.tp > best.gpus:
-                        break
-                    cand = _disagg(space, p, n_p, d, batch, n_d, rate)
-                    if cand is not None and (best is None or _better_a(cand, best)):
-                        best = cand
+                best = _fewest_disagg(space, p, d, batch, rate)
                 if best is not None:
                     found.append(best)
     for worker, batch in space.agg_options():
-        n0 = math.floor(rate / worker.capacity_per_s(batch, space.workload.osl)) + 1
-        for n in range(n0, min(n0 + 12, MAX_GPUS // worker.tp + 1)):
-            cand = _agg(space, worker, batch, n, rate)
+        fewest = math.floor(rate / worker.capacity_per_s(batch)) + 1
+        for workers in range(fewest, min(fewest + EXTRA_AGG_WORKERS_TRIED,
+                                          MAX_GPUS // worker.tp + 1)):
+            cand = _agg(space, worker, batch, workers, rate)
             if cand is not None:
                 found.append(cand)
                 break
     return found
 
 
-def _pairs_by_gpus(n_p0: int, tp_p: int, n_d0: int, tp_d: int) -> list[tuple[int, int]]:
-    pairs = [(n_p, n_d) for n_p in range(n_p0, n_p0 + 8) for n_d in range(n_d0, n_d0 + 4)]
-    return sorted(pairs, key=lambda nd: (nd[0] * tp_p + nd[1] * tp_d, nd))
+def _fewest_disagg(space: SearchSpace, p: PrefillWorker, d: DecodeCurve, batch: int,
+                   rate: float) -> Candidate | None:
+    """The fewest prefill + decode GPUs of this shape that serve `rate` under the SLA."""
+    fewest_decode = math.floor(rate / d.capacity_per_s(batch, space.workload.osl)) + 1
+    fewest_prefill = math.floor(rate / p.capacity_per_s) + 1
+    if fewest_prefill * p.tp + fewest_decode * d.tp > MAX_GPUS:
+        return None
+    best = None
+    for prefill_workers, decode_workers in _worker_counts_by_gpus(
+            fewest_prefill, p.tp, fewest_decode, d.tp):
+        if best is not None and prefill_workers * p.tp + decode_workers * d.tp > best.gpus:
+            break
+        cand = _disagg(space, p, prefill_workers, d, batch, decode_workers, rate)
+        if cand is not None and (best is None or _fewer_gpus_first(cand, best)):
+            best = cand
+    return best
 
 
-def _better_a(a: Candidate, b: Candidate) -> bool:
+def _worker_counts_by_gpus(fewest_prefill: int, tp_prefill: int, fewest_decode: int,
+                           tp_decode: int) -> list[tuple[int, int]]:
+    """(prefill workers, decode workers) from the capacity minimum up, fewest GPUs first."""
+    counts = [(n_prefill, n_decode)
+              for n_prefill in range(fewest_prefill,
+                                     fewest_prefill + EXTRA_PREFILL_WORKERS_TRIED)
+              for n_decode in range(fewest_decode, fewest_decode + EXTRA_DECODE_WORKERS_TRIED)]
+    return sorted(counts, key=lambda c: (c[0] * tp_prefill + c[1] * tp_decode, c))
+
+
+def _fewer_gpus_first(a: Candidate, b: Candidate) -> bool:
+    """Objective (a)'s order: fewer GPUs, then the shorter p90 TTFT."""
     return (a.gpus, a.prediction.ttft_p90_ms) < (b.gpus, b.prediction.ttft_p90_ms)
 
 
@@ -256,65 +337,73 @@ def _better_a(a: Candidate, b: Candidate) -> bool:
 def most_goodput(space: SearchSpace, budget: int) -> list[Candidate]:
     """The highest-goodput deployment of each shape within `budget` GPUs."""
     found: list[Candidate] = []
-    osl = space.workload.osl
     for d in space.decode:
         for batch in space.decode_batches(d):
-            cap_d = d.capacity_per_s(batch, osl)
             for p in space.prefill:
-                splits = [(n_p, (budget - n_p * p.tp) // d.tp)
-                          for n_p in range(1, (budget - d.tp) // p.tp + 1)]
-                splits = [(n_p, n_d) for n_p, n_d in splits if n_d >= 1]
-                if not splits:
-                    continue
-                # Goodput peaks where prefill and decode capacity balance: search near there.
-                splits.sort(key=lambda s: -min(s[0] * p.capacity_per_s, s[1] * cap_d))
-                best = None
-                for n_p, n_d in splits[:3]:
-                    cand = _most_disagg(space, p, n_p, d, batch, n_d)
-                    if cand is not None and (best is None or _better_b(cand, best)):
-                        best = cand
+                best = _most_goodput_disagg(space, p, d, batch, budget)
                 if best is not None:
                     found.append(best)
     for worker, batch in space.agg_options():
-        n = budget // worker.tp
-        if n < 1:
+        workers = budget // worker.tp
+        if workers < 1:
             continue
-        cand = _max_rate(lambda r, w=worker, b=batch, n=n: _agg(space, w, b, n, r),
-                         n * worker.capacity_per_s(batch, osl))
+        cand = _max_rate(lambda r, w=worker, b=batch, n=workers: _agg(space, w, b, n, r),
+                         workers * worker.capacity_per_s(batch))
         if cand is not None:
             found.append(_shrink_agg(space, worker, batch, cand))
     return found
 
 
-def _most_disagg(space: SearchSpace, p: PrefillWorker, n_p: int, d: DecodeCurve, batch: int,
-                 n_d: int) -> Candidate | None:
-    capacity = min(n_p * p.capacity_per_s, n_d * d.capacity_per_s(batch, space.workload.osl))
-    cand = _max_rate(lambda r: _disagg(space, p, n_p, d, batch, n_d, r), capacity)
+def _most_goodput_disagg(space: SearchSpace, p: PrefillWorker, d: DecodeCurve, batch: int,
+                         budget: int) -> Candidate | None:
+    decode_capacity = d.capacity_per_s(batch, space.workload.osl)
+    splits = [(n_prefill, (budget - n_prefill * p.tp) // d.tp)
+              for n_prefill in range(1, (budget - d.tp) // p.tp + 1)]
+    splits = [(n_prefill, n_decode) for n_prefill, n_decode in splits if n_decode >= 1]
+    # Goodput peaks where prefill and decode capacity balance: search near there.
+    splits.sort(key=lambda s: -min(s[0] * p.capacity_per_s, s[1] * decode_capacity))
+    best = None
+    for prefill_workers, decode_workers in splits[:BALANCED_SPLITS_TRIED]:
+        cand = _rate_then_shrink(space, p, prefill_workers, d, batch, decode_workers)
+        if cand is not None and (best is None or _more_goodput_first(cand, best)):
+            best = cand
+    return best
+
+
+def _rate_then_shrink(space: SearchSpace, p: PrefillWorker, prefill_workers: int,
+                      d: DecodeCurve, batch: int, decode_workers: int) -> Candidate | None:
+    """The highest rate these worker counts sustain, then without the workers it does not
+    need (same goodput, fewer GPUs)."""
+    capacity = min(prefill_workers * p.capacity_per_s,
+                   decode_workers * d.capacity_per_s(batch, space.workload.osl))
+    cand = _max_rate(lambda r: _disagg(space, p, prefill_workers, d, batch, decode_workers, r),
+                     capacity)
     if cand is None:
         return None
-    # Drop workers the rate does not need: same goodput, fewer GPUs.
     for role in (PoolRole.DECODE, PoolRole.PREFILL):
         while True:
-            n_p2 = n_p - (role is PoolRole.PREFILL)
-            n_d2 = n_d - (role is PoolRole.DECODE)
-            if min(n_p2, n_d2) < 1:
+            fewer_prefill = prefill_workers - (role is PoolRole.PREFILL)
+            fewer_decode = decode_workers - (role is PoolRole.DECODE)
+            if min(fewer_prefill, fewer_decode) < 1:
                 break
-            smaller = _disagg(space, p, n_p2, d, batch, n_d2, cand.rate)
+            smaller = _disagg(space, p, fewer_prefill, d, batch, fewer_decode, cand.rate)
             if smaller is None:
                 break
-            cand, n_p, n_d = smaller, n_p2, n_d2
+            cand, prefill_workers, decode_workers = smaller, fewer_prefill, fewer_decode
     return cand
 
 
-def _shrink_agg(space: SearchSpace, worker: AggWorker, batch: int,
+def _shrink_agg(space: SearchSpace, worker: AggCurve, batch: int,
                 cand: Candidate) -> Candidate:
-    n = cand.pools[0].workers
-    while n > 1 and (smaller := _agg(space, worker, batch, n - 1, cand.rate)) is not None:
-        cand, n = smaller, n - 1
+    workers = cand.pools[0].workers
+    while workers > 1 and (
+            smaller := _agg(space, worker, batch, workers - 1, cand.rate)) is not None:
+        cand, workers = smaller, workers - 1
     return cand
 
 
-def _better_b(a: Candidate, b: Candidate) -> bool:
+def _more_goodput_first(a: Candidate, b: Candidate) -> bool:
+    """Objective (b)'s order: more goodput, then fewer GPUs."""
     return (-a.rate, a.gpus) < (-b.rate, b.gpus)
 
 
@@ -330,13 +419,13 @@ def best_for_split(space: SearchSpace, prefill_gpus: int, decode_gpus: int) -> C
             for p in space.prefill:
                 if prefill_gpus % p.tp:
                     continue
-                n_p, n_d = prefill_gpus // p.tp, decode_gpus // d.tp
-                capacity = min(n_p * p.capacity_per_s,
-                               n_d * d.capacity_per_s(batch, space.workload.osl))
+                prefill_workers, decode_workers = prefill_gpus // p.tp, decode_gpus // d.tp
+                capacity = min(prefill_workers * p.capacity_per_s,
+                               decode_workers * d.capacity_per_s(batch, space.workload.osl))
                 cand = _max_rate(
-                    lambda r, p=p, d=d, b=batch, n_p=n_p, n_d=n_d:
+                    lambda r, p=p, d=d, b=batch, n_p=prefill_workers, n_d=decode_workers:
                     _disagg(space, p, n_p, d, b, n_d, r), capacity)
-                if cand is not None and (best is None or _better_b(cand, best)):
+                if cand is not None and (best is None or _more_goodput_first(cand, best)):
                     best = cand
     return best
 

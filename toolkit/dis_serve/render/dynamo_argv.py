@@ -103,6 +103,8 @@ def mocker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[st
         args += ["--kv-transfer-bandwidth", f"{mock.kv_transfer_bandwidth_gbps:g}"]
     if mock.profile_data is not None:
         args += ["--planner-profile-data", mock.profile_data]
+    if not mock.prefix_caching:
+        args.append("--no-enable-prefix-caching")
     return args
 
 

@@ -1,0 +1,80 @@
+"""A benchmark of a planned graph against its plan: predicted, replayed and measured in one
+table.
+
+`dis-serve plan --emit --mock` writes a mocker graph whose `mocker.profile_data` sits beside
+the plan's `plan.json`; a `bench` of that graph finds the plan there and compares the sweep
+point whose measured throughput is closest to the planned rate with what the plan predicted
+and what Dynamo's replay saw."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..topology import Topology
+from .metrics import BenchResult, PointResult
+
+PLAN_FILE = "plan.json"
+
+
+def plan_of_topology(topology_file: str | None):
+    """The plan a topology was emitted from (None: not a planned mocker graph)."""
+    from ..plan.outcome import PlanOutcome
+    from ..yaml_input import load_model_file
+
+    if topology_file is None or not Path(topology_file).is_file():
+        return None
+    topo = load_model_file(Topology, Path(topology_file))
+    profile = topo.mocker.profile_data if topo.mocker else None
+    if not profile:
+        return None
+    plan_file = Path(profile).parent / PLAN_FILE
+    try:
+        return PlanOutcome.model_validate_json(plan_file.read_text())
+    except (OSError, ValidationError):
+        return None
+
+
+def closest_point(result: BenchResult, rate: float) -> PointResult | None:
+    points = [p for p in result.points if p.aiperf.ttft_ms and p.aiperf.itl_ms]
+    return min(points, key=lambda p: abs(p.aiperf.request_throughput - rate), default=None)
+
+
+def plan_markdown(result: BenchResult) -> str:
+    """The report's section comparing the plan with the measurement ("" when the graph was
+    not planned)."""
+    outcome = plan_of_topology(result.topology_file)
+    if outcome is None:
+        return ""
+    plan = outcome.plan
+    point = closest_point(result, plan.requests_per_s)
+    if point is None:
+        return ""
+    rows = [["predicted (plan)", plan.ttft_mean_ms, plan.ttft_p90_ms, plan.itl_mean_ms,
+             plan.itl_p90_ms, plan.requests_per_s, plan.tokens_per_s]]
+    replayed = next((r for r in outcome.replay if r.deployment == "plan"), None)
+    if replayed is not None:
+        rows.append(["replayed (Dynamo replay)", replayed.ttft_mean_ms, replayed.ttft_p90_ms,
+                     replayed.itl_mean_ms, replayed.itl_p90_ms, replayed.requests_per_s,
+                     replayed.output_tokens_per_s])
+    a = point.aiperf
+    assert a.ttft_ms is not None and a.itl_ms is not None
+    rows.append([f"measured ({point.point.label})", a.ttft_ms.avg, a.ttft_ms.p90, a.itl_ms.avg,
+                 a.itl_ms.p90, a.request_throughput, a.output_token_throughput])
+    lines = ["", "## Plan vs measurement", "",
+             f"This graph was planned by `dis-serve plan` ({plan.label}). The measured row is "
+             f"the sweep point whose throughput is closest to the planned "
+             f"{plan.requests_per_s:.2f} requests/s. The plan's ITL is the mean step time; "
+             "AIPerf's is the mean gap between tokens.", "",
+             "| | TTFT mean (ms) | TTFT p90 (ms) | ITL mean (ms) | ITL p90 (ms) | req/s | "
+             "tokens/s |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, *values in rows:
+        lines.append(f"| {name} | {values[0]:.0f} | {values[1]:.0f} | {values[2]:.2f} | "
+                     f"{values[3]:.2f} | {values[4]:.2f} | {values[5]:,.0f} |")
+    measured = rows[-1]
+    lines += ["", "Measured against predicted: " + ", ".join(
+        f"{name} {m / p - 1:+.1%}" for name, m, p in (
+            ("TTFT mean", measured[1], rows[0][1]), ("ITL mean", measured[3], rows[0][3]),
+            ("req/s", measured[5], rows[0][5])) if p) + ".", ""]
+    return "\n".join(lines)

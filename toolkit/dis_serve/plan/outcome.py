@@ -1,0 +1,158 @@
+"""What a plan run produced, as frozen models: written as `plan.json`, printed by the CLI.
+
+Like `bench`'s `BenchResult`, these hold figures and sentences, never tables or colours: the
+CLI draws them, programs read the JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+
+from ..topology import Mode, Pool, PoolRole
+from .request import PlanRequest
+
+# Figures keep full precision in memory (the CLI formats them) and four decimals in JSON.
+Figure = Annotated[float, PlainSerializer(lambda v: round(v, 4), when_used="json")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlannedPool(Pool):
+    """One pool of a deployment: the schema's own `Pool` (what the topology gets) and its
+    role."""
+
+    role: PoolRole = Field(description="prefill, decode or agg.")
+
+
+class Latencies(_Frozen):
+    """TTFT and ITL as the plan reports them (predicted, replayed or measured)."""
+
+    ttft_mean_ms: Figure = Field(description="Mean time to first token.")
+    ttft_p90_ms: Figure = Field(description="90th-percentile time to first token.")
+    itl_mean_ms: Figure = Field(description="Mean inter-token latency.")
+    itl_p90_ms: Figure = Field(description="90th percentile of requests' mean ITL.")
+
+
+class Deployment(Latencies):
+    """One candidate deployment at the rate it is planned for, with the model's prediction
+    (the latencies are predicted)."""
+
+    mode: Mode = Field(description="agg or disagg.")
+    gpus: int = Field(description="GPUs the deployment uses.")
+    label: str = Field(description="`prefill 14x TP2 (batch 1) + decode ...`.")
+    short_label: str = Field(description="`P 14xTP2 b1 + D 5xTP4 b140`.")
+    pools: list[PlannedPool] = Field(description="Its pools.")
+    requests_per_s: Figure = Field(description="Planned goodput.")
+    tokens_per_s: Figure = Field(description="Output tokens per second.")
+    tokens_per_s_per_gpu: Figure = Field(description="Output tokens per second per GPU used.")
+    tokens_per_s_per_user: Figure = Field(description="1000 / mean ITL.")
+    runs_out_first: str = Field(description="The resource that runs out first as load grows.")
+
+
+class Replay(Latencies):
+    """A deployment replayed in Dynamo's virtual-clock simulator (the latencies are the
+    replay's, over the steady-state window)."""
+
+    deployment: str = Field(description="`plan` or `split`.")
+    replayed: str = Field(description="The whole deployment, or which slice of it ran.")
+    requests: int = Field(description="Requests replayed.")
+    measured_requests: int = Field(description="Requests in the steady-state window.")
+    steady: bool = Field(description="Whether a steady-state window was found.")
+    requests_per_s: Figure = Field(description="Requests finished per second in the window.")
+    output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
+    sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
+    passed: bool = Field(description="Whether the SLA held for at least the share of "
+                                     "requests its percentile promises (90%).")
+    wall_s: Figure = Field(description="Wall time of the replay.")
+    worst_difference_means: Figure = Field(
+        description="Largest relative gap to the prediction over mean TTFT, ITL, throughput.")
+    worst_difference_p90: Figure = Field(
+        description="Largest relative gap to the prediction over the p90 TTFT and ITL.")
+    agreement: str = Field(description="One sentence on how replay and prediction agree.")
+
+
+class VerificationStep(_Frozen):
+    """One replay the planner ran before offering a plan."""
+
+    mode: Mode = Field(description="agg or disagg.")
+    deployment: str = Field(description="Its label.")
+    requests_per_s: Figure = Field(description="The rate it was replayed at.")
+    sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
+    passed: bool = Field(description="Whether at least 90% did.")
+
+
+class PerformanceModelInfo(_Frozen):
+    source: str = Field(description="aiconfigurator or roofline.")
+    detail: str = Field(description="The data or constants behind the numbers.")
+    fallback_reason: str | None = Field(description="Why the roofline answered, if it did.")
+
+
+class WorkloadInfo(_Frozen):
+    isl: int = Field(description="Prompt tokens planned for (a trace's mean).")
+    osl: int = Field(description="Output tokens planned for (a trace's mean).")
+    rate: float | None = Field(description="Requests/s asked for (None: most goodput).")
+
+
+class SavingsInfo(_Frozen):
+    gpus: int = Field(description="GPUs saved against the best aggregated deployment.")
+    agg_gpus: int = Field(description="GPUs the aggregated deployment needs.")
+    share: float = Field(description="gpus / agg_gpus.")
+    yearly_usd: int = Field(description="What the saved GPUs cost a year.")
+    price_per_gpu_hour: float = Field(description="USD per GPU-hour it was priced at.")
+
+
+class CalibrationPoint(_Frozen):
+    """One measured point against the model's prediction, before and after calibration."""
+
+    source: str = Field(description="results.json and the sweep point.")
+    isl: int = Field(description="Mean prompt tokens AIPerf sent.")
+    osl: int = Field(description="Mean output tokens AIPerf received.")
+    requests_per_s: float = Field(description="Measured throughput the point is predicted at.")
+    measured_ttft_ms: float = Field(description="AIPerf's mean TTFT.")
+    measured_itl_ms: float = Field(description="AIPerf's mean ITL.")
+    predicted_ttft_ms: float = Field(description="Before calibration.")
+    predicted_itl_ms: float = Field(description="Before calibration.")
+    calibrated_ttft_ms: float = Field(description="Predicted mean TTFT with the factors.")
+    calibrated_itl_ms: float = Field(description="Predicted mean ITL with the factors.")
+
+
+class Calibration(_Frozen):
+    """Per-phase factors (measured / predicted) fitted by `plan --calibrate`, and the points
+    they came from (`calibration.json`)."""
+
+    prefill: float = Field(description="Prefill time per token: measured / predicted.")
+    decode: float = Field(description="Decode ITL against batch: measured / predicted.")
+    kv_transfer: float | None = Field(
+        description="KV-transfer time: measured / predicted (None: not identifiable from "
+                    "these results, planned at 1).")
+    points: list[CalibrationPoint]
+
+
+class PlanOutcome(_Frozen):
+    """Everything `dis-serve plan` decided and checked (`plan.json`)."""
+
+    request: PlanRequest = Field(description="What was asked.")
+    title: str = Field(description="Model, GPU, lengths, objective and SLA in one line.")
+    workload: WorkloadInfo = Field(description="The lengths and rate planned for.")
+    performance_model: PerformanceModelInfo = Field(description="Which model answered.")
+    calibration: Calibration | None = Field(
+        default=None, description="Factors fitted from `bench` results, planned with.")
+    plan: Deployment = Field(description="The deployment offered.")
+    plan_yearly_usd: int = Field(description="What the plan's GPUs cost a year.")
+    disaggregation_pays: bool = Field(description="Whether disagg beats agg by 5%+.")
+    verdict: str = Field(description="Why the plan is the mode it is, in one sentence.")
+    savings: SavingsInfo | None = Field(description="Against the best agg deployment.")
+    top_disaggregated: list[Deployment]
+    top_aggregated: list[Deployment]
+    split: Deployment | None = Field(description="The fixed split at its best, if asked.")
+    split_gpus: tuple[int, int] | None = Field(description="The fixed split asked for.")
+    replay: list[Replay]
+    verification: list[VerificationStep] = Field(
+        description="Every replay taken to verify the plan, in order.")
+    emit_refused: str | None = Field(
+        default=None, description="Why --emit wrote nothing (the plan failed its replay).")
+    planning_seconds: float = Field(description="Wall time of the search.")
+    files: dict[str, str] = Field(description="What was written, by what it is.")

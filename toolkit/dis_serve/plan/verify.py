@@ -1,0 +1,152 @@
+"""A plan is offered only once Dynamo's replay shows it holds.
+
+The best deployment of each mode is replayed; if fewer requests meet the SLA than its
+percentile promises (nine in ten), the planner backs off (the same deployment at a little
+less load, then the next candidates; for a target rate, the next candidates and one more
+worker where the deployment runs out first) and replays again, up to MAX_ATTEMPTS times.
+The verdict between the modes is then taken on what passed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..topology import Mode, PoolRole
+from .mocker_profile import profile_tables, write_profile
+from .planner import PlanResult, decide
+from .replay import ReplayResult, replay_plan
+from .request import Objective
+from .search import SLA_SHARE, Candidate, PoolPlan, SearchSpace, at_rate, with_one_more_worker
+
+MAX_ATTEMPTS = 7
+# Objective (b) backs off by planning the same deployment for this share of its rate.
+HEADROOM_STEPS = (1.0, 0.98, 0.96, 0.94, 0.92, 0.90, 0.88)
+CANDIDATES_TRIED = 3
+
+
+@dataclass(frozen=True)
+class Attempt:
+    candidate: Candidate
+    replay: ReplayResult
+    profile: Path
+
+    @property
+    def passed(self) -> bool:
+        return self.replay.sla_met_share >= SLA_SHARE
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Every replay one mode took, in order; the last is the one that passed, if any did."""
+
+    mode: Mode
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def passed(self) -> Attempt | None:
+        return next((a for a in self.attempts if a.passed), None)
+
+    @property
+    def best(self) -> Attempt:
+        """What passed, else the attempt that came closest."""
+        return self.passed or max(self.attempts, key=lambda a: a.replay.sla_met_share)
+
+
+def verify_mode(result: PlanResult, mode: Mode, out_dir: Path) -> Verification | None:
+    """Replay the mode's best candidates until one meets the SLA (None: the mode has none)."""
+    ranked = _distinct_best(result, mode)
+    if not ranked:
+        return None
+    attempts: list[Attempt] = []
+    for number, cand in enumerate(_fallbacks(result.space, ranked, result.request.objective)):
+        if number >= MAX_ATTEMPTS:
+            break
+        profile = write_profile(
+            profile_tables(result.model, cand, result.workload.isl, result.space.seq_len),
+            out_dir / f"mocker-profile-{mode.value}-{number}.npz")
+        request = result.request
+        replayed = replay_plan(request.target(), cand, profile, result.workload,
+                               ttft_sla_ms=request.ttft_ms, itl_sla_ms=request.itl_ms,
+                               requests=request.replay_requests,
+                               gpus_per_node=request.gpus_per_node)
+        attempts.append(Attempt(cand, replayed, profile))
+        if attempts[-1].passed:
+            break
+    return Verification(mode, tuple(attempts))
+
+
+def _distinct_best(result: PlanResult, mode: Mode) -> list[Candidate]:
+    """The mode's candidates best first, one per configuration that behaves differently in
+    the replay (for aggregated workers the per-step prompt budget is one: a deployment that
+    fails with large steps may pass with smaller ones)."""
+    if result.request.objective is Objective.MOST_GOODPUT:
+        order = sorted((c for c in result.candidates if c.mode is mode),
+                       key=lambda c: (-c.rate, c.gpus))
+    else:
+        order = sorted((c for c in result.candidates if c.mode is mode),
+                       key=lambda c: (c.gpus, c.prediction.ttft_p90_ms))
+    seen, out = set(), []
+    for cand in order:
+        ident = tuple((p.role, p.workers, p.tp, _replay_knob(p)) for p in cand.pools)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(cand)
+    return out
+
+
+def _replay_knob(pool: PoolPlan) -> int:
+    """What else about a pool changes how it fares in the replay: an aggregated worker's
+    per-step prompt budget, a decode worker's batch cap (a prefill worker's batch hardly
+    does: it runs full only when prompts queue)."""
+    if pool.role is PoolRole.AGG:
+        return pool.max_num_tokens - pool.max_batch
+    return pool.max_batch if pool.role is PoolRole.DECODE else 0
+
+
+def _fallbacks(space: SearchSpace, ranked: list[Candidate],
+               objective: Objective) -> list[Candidate]:
+    """What to replay, best first: for most goodput, the top candidates at full and reduced
+    load by the goodput they promise; for a rate, the top candidates and each with one more
+    worker where it runs out first, by GPUs."""
+    out: list[Candidate] = []
+    for cand in ranked[:CANDIDATES_TRIED]:
+        if objective is Objective.MOST_GOODPUT:
+            # A trace replays at its own timestamps: only other deployments can help there.
+            steps = HEADROOM_STEPS if space.workload.trace is None else HEADROOM_STEPS[:1]
+            out += [c for f in steps if (c := at_rate(space, cand, cand.rate * f))]
+        else:
+            out += [cand] + [c for c in [with_one_more_worker(space, cand)] if c]
+    key = ((lambda c: -c.rate) if objective is Objective.MOST_GOODPUT
+           else (lambda c: (c.gpus, c.prediction.ttft_p90_ms)))
+    seen, unique = set(), []
+    for cand in sorted(out, key=key):
+        ident = (tuple((p.role, p.workers, p.tp, p.max_batch) for p in cand.pools),
+                 round(cand.rate, 6))
+        if ident not in seen:
+            seen.add(ident)
+            unique.append(cand)
+    return unique
+
+
+
+def verified(result: PlanResult, out_dir: Path) -> tuple[PlanResult, dict[Mode, Verification]]:
+    """The plan decided again on what the replay confirmed: each mode's first deployment is
+    the one that passed (a mode where nothing passed drops out of the verdict, unless
+    neither passed, when the closest attempt of each stays, marked failed)."""
+    checks = {mode: v for mode in (Mode.DISAGG, Mode.AGG)
+              if (v := verify_mode(result, mode, out_dir)) is not None}
+    any_passed = any(v.passed for v in checks.values())
+    fronts, tables = {}, {}
+    for mode, ranked in ((Mode.DISAGG, result.disagg), (Mode.AGG, result.agg)):
+        check = checks.get(mode)
+        first = [] if check is None else [check.best.candidate]
+        # The tables lead with what the replay confirmed; deployments it rejected go.
+        tried = set() if check is None else {_shape(a.candidate) for a in check.attempts}
+        tables[mode] = first + [c for c in ranked if _shape(c) not in tried]
+        fronts[mode] = [] if check is None or (any_passed and check.passed is None) else first
+    decided = decide(result, fronts[Mode.DISAGG], fronts[Mode.AGG])
+    return replace(decided, disagg=tables[Mode.DISAGG], agg=tables[Mode.AGG]), checks
+
+
+def _shape(cand: Candidate) -> tuple:
+    return (cand.mode, tuple((p.role, p.workers, p.tp) for p in cand.pools))
