@@ -6,9 +6,20 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test test-unit test-integration lint bench chaos clean
+.PHONY: install system-packages demo test test-unit test-integration lint bench chaos clean
 
-install: $(STAMP)
+install: system-packages $(STAMP)
+
+# A real Slurm for the Slurm target's tests (tests/slurm_cluster.py starts its own daemons with
+# its own config): Debian's slurm-wlm and munge, installed only as root and only if missing.
+system-packages:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  ! { command -v slurmctld && command -v munged; } >/dev/null 2>&1; then \
+	  echo "installing slurm-wlm and munge"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null || \
+	  { apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null; }; \
+	fi
 
 # Dynamo's runtime first with the dependencies the frontend, router and mocker really use, then
 # ai-dynamo itself without its declared ones: its `aisimulate` dependency downloads from a host

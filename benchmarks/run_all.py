@@ -13,7 +13,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity",
-              "plan_vs_aiconfigurator", "plan_scale", "workloads"]
+              "plan_vs_aiconfigurator", "plan_scale", "workloads", "slurm_bringup"]
 
 
 def main(names: list[str]) -> int:

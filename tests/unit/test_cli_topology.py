@@ -61,7 +61,7 @@ def test_render_all_writes_local_plan_script_engine_configs_and_manifest(run_cli
 def test_render_rejects_an_unknown_target(run_cli, tmp_path):
     result = run_cli("render", GRAPHS / "demo.yaml", "--target", "helm", "--out", tmp_path)
     assert result.exit_code == 2
-    assert "--target" in result.stderr and "local, k8s or all" in result.stderr
+    assert "--target" in result.stderr and "local, k8s, hosts, slurm or all" in result.stderr
     assert not any(tmp_path.iterdir())
 
 

@@ -16,6 +16,7 @@ import warnings
 import pytest
 
 from conftest import GRAPHS
+from dis_serve.render.cluster_plan import ClusterContext, node_target
 from dis_serve.render.dynamo_argv import (
     TargetParams,
     frontend_args,
@@ -23,6 +24,7 @@ from dis_serve.render.dynamo_argv import (
     trtllm_args,
 )
 from dis_serve.render.k8s import target_params as k8s_target
+from dis_serve.render.shell_words import runtime
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -40,8 +42,14 @@ def _local(topo: Topology) -> TargetParams:
                               engine_config_dir="/cfg")
 
 
+def _cluster_node(topo: Topology) -> TargetParams:
+    """A worker node of the hosts and Slurm targets (Slurm's addresses are shell variables)."""
+    ctx = ClusterContext(run_dir="/run", node_addresses=["10.0.0.1"])
+    return node_target(topo, ctx, "/models/card", "10.0.0.1", runtime("NODE_ADDR_1"))
+
+
 # Every target's own parameters go through the same parsers.
-TARGETS = {"local": _local, "k8s": k8s_target}
+TARGETS = {"local": _local, "k8s": k8s_target, "cluster-node": _cluster_node}
 
 
 @pytest.fixture

@@ -41,10 +41,11 @@ def test_up_with_a_missing_file_fails_in_one_line(run_cli, tmp_path):
     assert "nope.yaml" in result.stderr
 
 
-def test_up_of_a_multi_node_trtllm_graph_points_to_kubernetes(run_cli):
+def test_up_of_a_multi_node_trtllm_graph_points_to_slurm_and_the_cluster_targets(run_cli):
     result = run_cli("up", GRAPHS / "llama70b-h100-disagg.yaml", "--detach")
     assert result.exit_code == 2
-    assert "render --target k8s" in result.stderr
+    assert "set placement.slurm" in result.stderr
+    assert "render --target hosts|slurm|k8s" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -82,7 +82,8 @@ def test_a_worker_must_fit_one_node(run_cli, tmp_path):
     text = _variant(DISAGG_70B, hardware__gpus_per_node=4, hardware__nodes=12,
                     pools__decode__tensor_parallel=8, pools__decode__workers=5)
     result = run_cli("validate", _write(tmp_path, text))
-    assert_one_line_error(result, "tensor_parallel 8", "gpus_per_node (4)")
+    assert_one_line_error(result, "tensor_parallel 8", "largest node (4)",
+                          "use tensor_parallel 4 (the largest that fits)")
 
 
 def test_a_gpu_id_used_twice_is_refused(run_cli, tmp_path):
@@ -95,7 +96,7 @@ def test_a_gpu_id_used_twice_is_refused(run_cli, tmp_path):
 def test_pools_larger_than_the_hardware_are_refused(run_cli, tmp_path):
     text = _variant(DISAGG_70B, pools__decode__workers=11)
     result = run_cli("validate", _write(tmp_path, text))
-    assert_one_line_error(result, "pools need 52 GPUs", "hardware has 48")
+    assert_one_line_error(result, "pools need 52 GPUs", "the placement has 48")
 
 
 def test_memory_overflow_says_by_how_much_and_what_fits(run_cli, tmp_path):

@@ -12,6 +12,7 @@ import math
 import re
 from enum import StrEnum
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -244,6 +245,9 @@ def is_valid_name(name: str) -> bool:
     return NAME_RE.fullmatch(name) is not None
 
 
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 class Architecture(_Strict):
     """Architecture facts the memory and parallelism checks need (from the model's config.json)."""
 
@@ -437,10 +441,35 @@ class Etcd(_Strict):
         return self.url if self.url else f"http://127.0.0.1:{self.client_port}"
 
 
+class NatsAuth(_Strict):
+    """NATS token authentication for the multi-node targets (hosts, Slurm), where NATS listens
+    on the head's cluster address; a local graph keeps NATS on loopback without it. The token
+    is read where the processes start (from the file or the environment variable) and never
+    written into rendered files or logs."""
+
+    token_file: str | None = Field(
+        default=None, description="File that holds the token (on every node).")
+    token_env: str | None = Field(
+        default=None, description="Environment variable that holds the token where the "
+                                  "scripts run (for Slurm: where sbatch is called).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> NatsAuth:
+        if (self.token_file is None) == (self.token_env is None):
+            raise ValueError("coordination.nats.auth needs exactly one of token_file or "
+                             "token_env")
+        if self.token_env is not None and not ENV_NAME_RE.fullmatch(self.token_env):
+            raise ValueError(f"coordination.nats.auth.token_env {self.token_env!r} is not an "
+                             "environment variable name; use letters, digits and _")
+        return self
+
+
 class Nats(_Strict):
     mode: NatsMode = Field(default=NatsMode.EMBEDDED, description="embedded | external | off.")
     url: str | None = Field(default=None, description="Server URL when external.")
     port: Port = Field(default=4222, description="Client port when embedded.")
+    auth: NatsAuth | None = Field(
+        default=None, description="Token authentication (clients and the embedded server).")
 
     @model_validator(mode="after")
     def _url_matches_mode(self) -> Nats:
@@ -585,6 +614,120 @@ class Supervision(_Strict):
                               description="The frontend with its router.")
     workers: Restart = Field(default_factory=Restart, description="Every worker.")
     liveness: Liveness = Field(default_factory=Liveness, description="Worker liveness.")
+class PlacementKind(StrEnum):
+    LOCAL = "local"
+    HOSTS = "hosts"
+    SLURM = "slurm"
+
+    @property
+    def multi_node(self) -> bool:
+        """Processes on several machines: they listen on cluster-facing addresses and find
+        etcd and NATS on the head node."""
+        return self is not PlacementKind.LOCAL
+
+
+class KvInterconnect(StrEnum):
+    TCP = "tcp"
+    RDMA = "rdma"
+
+
+HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+# An IPv4/IPv6 address or a DNS name: it lands in command lines and comments of scripts.
+ADDRESS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}")
+# Partition, account and job names go on #SBATCH lines, which the shell does not quote.
+SLURM_WORD_RE = re.compile(r"[A-Za-z0-9_.,@+-]{1,128}")
+# Slurm's --time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+SLURM_TIME_RE = re.compile(r"\d+|\d+:\d{2}|\d+:\d{2}:\d{2}|\d+-\d+(:\d{2}){0,2}")
+
+
+class HostNode(_Strict):
+    """One machine of a `hosts` placement."""
+
+    name: str = Field(description="Node name: its script is node-<name>.sh. Letters, digits, "
+                                  "dots, dashes, underscores.")
+    address: str = Field(
+        min_length=1,
+        description="Cluster-facing address (IP or DNS name) this node's processes listen on "
+                    "and advertise to the others. Never 0.0.0.0 unless you mean every "
+                    "interface.")
+    gpus: int | None = Field(
+        default=None, ge=0, le=16,
+        description="GPUs on this node that dis-serve may use (default: "
+                    "hardware.gpus_per_node; 0 for a head node without GPUs).")
+
+
+class HostsPlacement(_Strict):
+    """Machines you start by hand (or with your own tooling), one script per node."""
+
+    nodes: list[HostNode] = Field(min_length=1, description="The machines, in node order.")
+    head: str | None = Field(
+        default=None,
+        description="Node that runs etcd, NATS and the frontend (default: the first).")
+
+    @property
+    def head_index(self) -> int:
+        names = [n.name for n in self.nodes]
+        return names.index(self.head) if self.head in names else 0
+
+
+class SlurmPlacement(_Strict):
+    """One Slurm job (sbatch) for the whole graph; each process is an srun step on its node."""
+
+    partition: str | None = Field(default=None, description="sbatch --partition.")
+    account: str | None = Field(default=None, description="sbatch --account.")
+    time_limit: str = Field(
+        default="04:00:00", description="sbatch --time (HH:MM:SS, D-HH:MM:SS, minutes...).")
+    nodes: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="Nodes to allocate (default: hardware.nodes; must agree with it).")
+    gpus_per_node: int | None = Field(
+        default=None, ge=0, le=16,
+        description="GPUs to request per node (default: hardware.gpus_per_node for GPU "
+                    "backends, 0 for the mocker).")
+    container_image: str | None = Field(
+        default=None,
+        description="Container image for every step (pyxis/enroot: srun --container-image).")
+    container_mounts: list[str] = Field(
+        default_factory=list,
+        description="srun --container-mounts entries (SRC:DST), e.g. the model cache.")
+    interface: str | None = Field(
+        default=None,
+        description="Network interface whose IPv4 address each node listens on and "
+                    "advertises, resolved on the node when the job runs (e.g. ib0). Default: "
+                    "the address the node's hostname resolves to.")
+    sbatch_extra: list[str] = Field(
+        default_factory=list,
+        description="Extra #SBATCH lines, without the prefix (e.g. --exclusive, "
+                    "--qos=high).")
+    job_name: str | None = Field(default=None, description="sbatch --job-name (default: "
+                                                           "dis-serve-<name>).")
+
+
+class Placement(_Strict):
+    """Where the processes run: this machine (default), listed hosts, or a Slurm job."""
+
+    hosts: HostsPlacement | None = Field(
+        default=None, description="Machines you name, one script per node.")
+    slurm: SlurmPlacement | None = Field(
+        default=None, description="One sbatch job for the whole graph.")
+    interconnect: KvInterconnect = Field(
+        default=KvInterconnect.TCP,
+        description="How KV cache moves between nodes: tcp | rdma (InfiniBand/RoCE, which "
+                    "UCX/NIXL use when the nodes have it).")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Placement:
+        if self.hosts is not None and self.slurm is not None:
+            raise ValueError("placement has both hosts and slurm; keep one of them")
+        return self
+
+    @property
+    def kind(self) -> PlacementKind:
+        if self.hosts is not None:
+            return PlacementKind.HOSTS
+        if self.slurm is not None:
+            return PlacementKind.SLURM
+        return PlacementKind.LOCAL
 
 
 class Topology(_Strict):
@@ -612,6 +755,9 @@ class Topology(_Strict):
     supervision: Supervision = Field(
         default_factory=Supervision,
         description="Restart policy per process kind and worker liveness.")
+    placement: Placement = Field(
+        default_factory=Placement,
+        description="Where processes run: local (default), hosts or slurm.")
 
     # --- derived views -------------------------------------------------------------------
     @property
@@ -642,10 +788,29 @@ class Topology(_Strict):
             kv_bytes_per_element=self.model.kv_cache_dtype.bytes_per_element,
             tensor_parallel=pool.tensor_parallel, batch=pool.max_batch_size, seq_len=seq)
 
+    def node_gpus(self) -> list[int]:
+        """GPUs dis-serve may use on each node, in node order."""
+        hw = self.hardware
+        hosts = self.placement.hosts
+        if hosts is not None:
+            return [hw.gpus_per_node if n.gpus is None else n.gpus for n in hosts.nodes]
+        nodes = hw.nodes
+        if self.placement.slurm is not None and self.placement.slurm.nodes is not None:
+            nodes = self.placement.slurm.nodes
+        return [hw.gpus_per_node] * nodes
+
+    def usable_gpu_ids(self) -> set[int]:
+        """Global GPU ids that exist: node n holds n*gpus_per_node up to its GPU count."""
+        per_node = self.hardware.gpus_per_node
+        return {n * per_node + i for n, count in enumerate(self.node_gpus())
+                for i in range(count)}
+
     def gpu_assignment(self) -> dict[PoolRole, list[list[int]]]:
         """Global GPU ids per worker of each pool: explicit ids, else packed in pool order
-        without letting a worker straddle two nodes."""
+        onto the nodes' GPUs without letting a worker straddle two nodes. Workers that do not
+        fit get ids past the last node (the budget check reports them)."""
         per_node = self.hardware.gpus_per_node
+        counts = self.node_gpus()
         taken = {g for _, p in self.active_pools() if p.gpu_ids for ids in p.gpu_ids for g in ids}
         cursor = 0
         out: dict[PoolRole, list[list[int]]] = {}
@@ -656,9 +821,10 @@ class Topology(_Strict):
             workers = []
             for _ in range(pool.workers):
                 while True:
-                    node_end = (cursor // per_node + 1) * per_node
-                    if cursor + pool.tensor_parallel > node_end:
-                        cursor = node_end
+                    node = cursor // per_node
+                    count = counts[node] if node < len(counts) else per_node
+                    if cursor + pool.tensor_parallel > node * per_node + count:
+                        cursor = (node + 1) * per_node
                         continue
                     ids = list(range(cursor, cursor + pool.tensor_parallel))
                     if taken.isdisjoint(ids):
@@ -672,7 +838,8 @@ class Topology(_Strict):
     # --- cross-field rules -----------------------------------------------------------------
     @model_validator(mode="after")
     def _check(self) -> Topology:
-        for check in (self._check_name, self._check_architecture, self._check_pools,
+        for check in (self._check_name, self._check_architecture, self._check_placement,
+                      self._check_pools,
                       self._check_parallelism, self._check_gpu_ids, self._check_gpu_budget,
                       self._check_memory, self._check_ports, self._check_kv_buffer):
             check()
@@ -689,6 +856,73 @@ class Topology(_Strict):
                 f"model.architecture is required: {self.model.id!r} is not in the catalog "
                 "(llama-3.1-70b, llama-3.1-8b, qwen3-32b); add architecture: {layers, "
                 "attention_heads, kv_heads, hidden_size, params_billion} from its config.json")
+
+    def _check_placement(self) -> None:
+        placement = self.placement
+        if placement.hosts is not None:
+            self._check_hosts(placement.hosts)
+        if placement.slurm is not None:
+            self._check_slurm(placement.slurm)
+        if placement.kind.multi_node:
+            coord = self.coordination
+            for key, mode, url in (("etcd", coord.etcd.mode.value, coord.etcd.url),
+                                   ("nats", coord.nats.mode.value, coord.nats.url)):
+                host = (urlsplit(url).hostname or "") if url and mode == "external" else ""
+                if host == "localhost" or host.startswith("127.") or host == "::1":
+                    raise ValueError(
+                        f"coordination.{key}.url {url} is a loopback address but placement "
+                        f"is {placement.kind.value}: workers on other nodes cannot reach it; "
+                        "use the server's cluster address or mode: embedded")
+
+    def _check_hosts(self, hosts: HostsPlacement) -> None:
+        names = [n.name for n in hosts.nodes]
+        for index, node in enumerate(hosts.nodes):
+            key = f"placement.hosts.nodes[{index}]"
+            if not HOST_NAME_RE.fullmatch(node.name):
+                raise ValueError(f"{key}.name {node.name!r} must be letters, digits, dots, "
+                                 "dashes or underscores (it names node-<name>.sh)")
+            if not ADDRESS_RE.fullmatch(node.address):
+                raise ValueError(f"{key}.address {node.address!r} is not an IP address or host "
+                                 "name; give the node's cluster-facing address, e.g. 10.0.0.2")
+            if names.count(node.name) > 1:
+                raise ValueError(f"{key}.name {node.name!r} is listed twice; name each node "
+                                 "once")
+            if node.gpus is not None and node.gpus > self.hardware.gpus_per_node:
+                raise ValueError(f"{key}.gpus {node.gpus} is more than hardware.gpus_per_node "
+                                 f"({self.hardware.gpus_per_node}); raise gpus_per_node")
+        addresses = [n.address for n in hosts.nodes]
+        if len(set(addresses)) != len(addresses):
+            raise ValueError("placement.hosts.nodes share an address; give each node its own "
+                             "cluster-facing address")
+        if hosts.head is not None and hosts.head not in names:
+            raise ValueError(f"placement.hosts.head {hosts.head!r} is not a node; use one of "
+                             f"{names}")
+        if len(names) != self.hardware.nodes:
+            raise ValueError(f"placement.hosts lists {len(names)} nodes but hardware.nodes is "
+                             f"{self.hardware.nodes}; set hardware.nodes: {len(names)}")
+
+    def _check_slurm(self, slurm: SlurmPlacement) -> None:
+        hw = self.hardware
+        if slurm.nodes is not None and slurm.nodes != hw.nodes:
+            raise ValueError(f"placement.slurm.nodes {slurm.nodes} differs from hardware.nodes "
+                             f"({hw.nodes}); set one of them, or both to the same number")
+        if (self.backend.needs_gpu and slurm.gpus_per_node is not None
+                and slurm.gpus_per_node < hw.gpus_per_node):
+            raise ValueError(f"placement.slurm.gpus_per_node {slurm.gpus_per_node} is below "
+                             f"hardware.gpus_per_node ({hw.gpus_per_node}); request "
+                             f"{hw.gpus_per_node} or lower hardware.gpus_per_node")
+        for key in ("partition", "account", "job_name"):
+            value = getattr(slurm, key)
+            if value is not None and not SLURM_WORD_RE.fullmatch(value):
+                raise ValueError(f"placement.slurm.{key} {value!r} must be letters, digits and "
+                                 "_ . , @ + - (it goes on an #SBATCH line)")
+        if not SLURM_TIME_RE.fullmatch(slurm.time_limit):
+            raise ValueError(f"placement.slurm.time_limit {slurm.time_limit!r} is not a Slurm "
+                             "time; use HH:MM:SS or D-HH:MM:SS")
+        for line in slurm.sbatch_extra:
+            if not line.startswith("-") or "\n" in line:
+                raise ValueError(f"placement.slurm.sbatch_extra entry {line!r} must be one "
+                                 "sbatch option such as --exclusive (no #SBATCH prefix)")
 
     def _check_pools(self) -> None:
         wanted = set(self.mode.pool_roles)
@@ -714,15 +948,18 @@ class Topology(_Strict):
                     raise ValueError(
                         f"pools.{role.value}.tensor_parallel {tp} does not divide the model's "
                         f"{what} ({heads}); use one of {ok}")
-            if tp > self.hardware.gpus_per_node:
+            largest_node = max(self.node_gpus())
+            if tp > largest_node:
+                fits = max(d for d in range(1, largest_node + 1) if arch.attention_heads % d == 0
+                           and arch.kv_heads % d == 0) if largest_node else 0
                 raise ValueError(
-                    f"pools.{role.value}.tensor_parallel {tp} is more than "
-                    f"hardware.gpus_per_node ({self.hardware.gpus_per_node}); a worker must fit "
-                    "one node")
+                    f"pools.{role.value}.tensor_parallel {tp} is more than the GPUs of the "
+                    f"largest node ({largest_node}); a worker never spans nodes: use "
+                    f"tensor_parallel {fits} (the largest that fits) and more workers")
 
     def _check_gpu_ids(self) -> None:
         seen: dict[int, str] = {}
-        total = self.hardware.total_gpus
+        usable = self.usable_gpu_ids()
         per_node = self.hardware.gpus_per_node
         for role, pool in self.active_pools():
             if pool.gpu_ids is None:
@@ -739,30 +976,34 @@ class Topology(_Strict):
                     raise ValueError(f"{key} entry {ids} spans nodes; a worker's GPUs must be "
                                      f"on one node ({per_node} GPUs each)")
                 for gpu in ids:
-                    if not 0 <= gpu < total:
-                        raise ValueError(f"{key}: GPU id {gpu} is outside 0..{total - 1}")
+                    if gpu not in usable:
+                        raise ValueError(f"{key}: GPU id {gpu} is not on any node (node n "
+                                         f"holds n*{per_node} up to its GPU count)")
                     if gpu in seen:
                         raise ValueError(f"{key}: GPU id {gpu} is already used by "
                                          f"{seen[gpu]}; each GPU serves one worker")
                     seen[gpu] = key
 
     def _check_gpu_budget(self) -> None:
-        need, have = self.total_gpus, self.hardware.total_gpus
+        counts = self.node_gpus()
+        need, have = self.total_gpus, sum(counts)
+        where = (f"{len(counts)} nodes x {self.hardware.gpus_per_node}"
+                 if len(set(counts)) == 1 else "nodes with " + "+".join(map(str, counts)))
         if need > have:
             parts = ", ".join(f"{r.value} {p.workers}x{p.tensor_parallel}"
                               for r, p in self.active_pools())
             raise ValueError(
-                f"pools need {need} GPUs ({parts}) but hardware has {have} "
-                f"({self.hardware.nodes} nodes x {self.hardware.gpus_per_node}); add nodes or "
-                "shrink the pools")
+                f"pools need {need} GPUs ({parts}) but the placement has {have} ({where}); "
+                "add nodes or shrink the pools")
         # Packing may fail even when the count fits (TP fragments nodes).
+        usable = self.usable_gpu_ids()
         assignment = self.gpu_assignment()
-        used = [g for workers in assignment.values() for ids in workers for g in ids]
-        if used and max(used) >= have:
+        if any(g not in usable for workers in assignment.values() for ids in workers
+               for g in ids):
             raise ValueError(
                 f"pools need {need} GPUs but workers of these tensor_parallel sizes cannot be "
-                f"packed into {self.hardware.nodes} nodes of {self.hardware.gpus_per_node} "
-                "without splitting a worker across nodes; add a node or change tensor_parallel")
+                f"packed into {where} without splitting a worker across nodes; add a node or "
+                "change tensor_parallel")
 
     def _check_memory(self) -> None:
         # Checked for the mocker too: its topology describes the hardware it stands in for,

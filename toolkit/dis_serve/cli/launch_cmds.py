@@ -83,6 +83,13 @@ def up(
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
     topo = _load(file)
+    from ..topology import PlacementKind
+
+    if topo.placement.kind is PlacementKind.SLURM:
+        from . import slurm_cmds
+
+        slurm_cmds.up(topo, timeout, detach)
+        return
     if detach:
         _up_detached(topo, timeout, keep_runs)
     else:
@@ -178,6 +185,11 @@ def status(
     from ..launch.status import GraphPhase
 
     run = find_run(name, active_only=False)
+    if (job := _slurm_job(run)) is not None:
+        from . import slurm_cmds
+
+        slurm_cmds.status(run, job)
+        return
     state = run.read_state()
     if state is None:
         raise UserInputError(f"graph {run.name!r} has no recorded state in {run.path}",
@@ -255,7 +267,15 @@ def logs(
         _follow(run, chosen, prefix)
 
 
+def _slurm_job(run: RunDir):  # -> SlurmJob | None
+    from ..launch.slurm_record import read_job
+
+    return read_job(run)
+
+
 def _process_names(run: RunDir) -> list[str]:
+    if (job := _slurm_job(run)) is not None:
+        return [*job.processes, f"slurm-{job.job_id}"]
     state = run.read_state()
     if state is not None:
         return [p.name for p in state.processes] + ["supervisor"]
@@ -289,6 +309,11 @@ def down(
     else:
         runs = [find_run(name)]
     for run in runs:
+        if (job := _slurm_job(run)) is not None:
+            from . import slurm_cmds
+
+            slurm_cmds.down(run, job)
+            continue
         result = stop_run(run)
         if result.had_supervisor:
             console.print(f"stopped {result.name} (supervisor exited after "

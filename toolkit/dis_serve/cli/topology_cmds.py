@@ -28,11 +28,31 @@ def validate(
         console.print(f"ok {path}: {topo.name} ({topo.backend.value}, {topo.mode.value}: "
                       f"{pools}; {topo.total_gpus}/{topo.hardware.total_gpus} GPUs)",
                       markup=False)
+        if topo.placement.kind.multi_node:
+            _print_placement(topo)
+
+
+def _print_placement(topo) -> None:  # Topology
+    from rich.table import Table
+
+    from ..placement import node_layout, placement_warnings
+
+    table = Table(title=f"placement: {topo.placement.kind.value}", title_justify="left")
+    for column in ("node", "address", "GPUs", "processes"):
+        table.add_column(column)
+    for node in node_layout(topo):
+        used = sum(len(w.gpus) for w in node.workers)
+        table.add_row(node.name + (" (head)" if node.head else ""),
+                      node.address or "resolved at run time", f"{used}/{node.gpus}",
+                      ", ".join(node.processes) or "-")
+    console.print(table)
+    for warning in placement_warnings(topo):
+        console.print(f"warning: {warning}", markup=False)
 
 
 def render(
     file: Annotated[Path, typer.Argument(help="Topology YAML file.")],
-    target: Annotated[str, typer.Option(help="local | k8s | all.")] = "all",
+    target: Annotated[str, typer.Option(help="local | k8s | hosts | slurm | all.")] = "all",
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("rendered"),
 ) -> None:
     """Write the graph as local launch files and/or a Kubernetes DynamoGraphDeployment."""
@@ -44,7 +64,7 @@ def render(
         chosen = Target(target)
     except ValueError:
         raise UserInputError(f"unknown target {target!r}", key="--target",
-                             fix="use local, k8s or all") from None
+                             fix="use local, k8s, hosts, slurm or all") from None
     topo = load_model_file(Topology, file)
     out_dir = out.resolve()
     for path in write_files(render_files(topo, chosen, out_dir), out_dir):
@@ -63,6 +83,12 @@ def render(
                           f"--from-file=policy.yaml={topo.router.policy_config}", markup=False)
         console.print(f"next: kubectl apply -f {out_dir / 'k8s' / 'deployment.yaml'}",
                       markup=False)
+    if chosen.wanted(Target.HOSTS, topo):
+        console.print(f"next: copy {out_dir / 'hosts'} to every node and follow its "
+                      "README.md", markup=False)
+    if chosen.wanted(Target.SLURM, topo):
+        console.print(f"next: cd {out_dir / 'slurm'} && sbatch job.sbatch (or dis-serve up "
+                      f"{file} with placement: slurm)", markup=False)
     if chosen.includes(Target.LOCAL):
         console.print(f"next: dis-serve up {file}", markup=False)
 

@@ -10,6 +10,7 @@ from ..errors import PreflightError, RunError, UserInputError
 from .orphans import Leftover, kill_leftovers, leftovers
 from .process import same_process
 from .rundir import RunDir, default_root, list_runs
+from .slurm_record import job_state, read_job
 from .status import GraphPhase, GraphStatus, ProcessState
 from .stopping import stop_processes
 
@@ -20,7 +21,14 @@ def supervisor_alive(status: GraphStatus) -> bool:
 
 def is_active(run: RunDir) -> bool:
     """A live supervisor owns the graph, or its record says it runs (a supervisor killed
-    before it could say otherwise), or processes it started are still running."""
+    before it could say otherwise), or processes it started are still running; for a Slurm
+    graph: its job is still in the queue."""
+    job = read_job(run)
+    if job is not None:
+        try:
+            return job_state(job.job_id).active
+        except PreflightError:  # no squeue here: nothing can tell
+            return False
     status = run.read_state()
     if status is None:
         return False

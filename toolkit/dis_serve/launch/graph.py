@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import atexit
-import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -23,7 +22,13 @@ from ..topology import Backend, Supervision, Topology
 from .control import claim
 from .model_card import write_model_card
 from .orphans import Leftover
-from .preflight import check_backend, check_ports, exposure_warnings, find_binaries
+from .preflight import (
+    check_backend,
+    check_placement,
+    check_ports,
+    exposure_warnings,
+    find_binaries,
+)
 from .process import DEFAULT_GRACE_S
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphStatus
@@ -49,6 +54,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     dead supervisor left), preflight, render, keep the last `keep_runs` runs' logs, write the
     model card and engine configs."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
+    check_placement(topo)
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
@@ -60,26 +66,30 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
         from ..coordination.shared_planes import check_shared
 
         check_shared(topo)
-    for name in _EPHEMERAL:
-        path = run_dir.path / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    run_dir.remove(_EPHEMERAL)
     run_dir.archive_previous(keep_runs)
     run_dir.prepare()
-    if plan.needs_model_card:
-        write_model_card(Path(plan.model_path), topo.model.resolved_architecture(),
-                         name=topo.model.id)
-    if topo.backend.uses_engine_config:
-        # Owned by the renderer (render/engine_config.py): one YAML per pool role at the paths
-        # plan.engine_configs names.
-        from ..render.engine_config import write_engine_configs
-
-        write_engine_configs(topo, run_dir.path.resolve())
+    # A Slurm job record from an earlier `up` of this name would make `down` cancel that job.
+    run_dir.slurm_job_file.unlink(missing_ok=True)
+    write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
+                        else None)
     run_dir.write_launch_inputs(topo, plan)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
                        warnings=exposure_warnings(topo))
+
+
+def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -> None:
+    """What workers read from the run directory: the tokenizer-only model card (at
+    `model_card`, when the plan needs one) and the engine configs."""
+    if model_card is not None:
+        write_model_card(Path(model_card), topo.model.resolved_architecture(),
+                         name=topo.model.id)
+    if topo.backend.uses_engine_config:
+        # Owned by the renderer (render/engine_config.py): one YAML per pool role at the paths
+        # the plan's --extra-engine-args name.
+        from ..render.engine_config import write_engine_configs
+
+        write_engine_configs(topo, run_dir)
 
 
 def local_model_dir(topo: Topology) -> str | None:

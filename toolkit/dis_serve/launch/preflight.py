@@ -18,7 +18,7 @@ import psutil
 
 from ..errors import PreflightError
 from ..render.launch_plan import LaunchPlan, ProcessSpec
-from ..topology import EtcdMode, EventPlane, NatsMode, ProcessKind, Topology
+from ..topology import EtcdMode, EventPlane, NatsMode, PlacementKind, ProcessKind, Topology
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,24 @@ def find_binaries(topo: Topology) -> Binaries:
     return Binaries(etcd=found["etcd"], nats=found["nats-server"])
 
 
+def check_placement(topo: Topology) -> None:
+    """`up` starts processes on this machine; a hosts placement names other machines."""
+    if topo.placement.kind is PlacementKind.HOSTS:
+        raise PreflightError(
+            f"{topo.name}: placement is hosts ({len(topo.placement.hosts.nodes)} nodes); `up` "
+            "cannot start processes on other machines: run `dis-serve render "
+            "--target hosts` and start each node-<name>.sh on its node")
+
+
 def check_backend(topo: Topology) -> None:
     """The trtllm backend needs TensorRT-LLM, enough GPUs, and one node (locally)."""
     if not topo.backend.needs_gpu:
         return
     if topo.hardware.nodes != 1:
         raise PreflightError(
-            f"{topo.name}: hardware.nodes is {topo.hardware.nodes}; `up` launches one node "
-            "only: use `dis-serve render --target k8s` for multi-node graphs")
+            f"{topo.name}: hardware.nodes is {topo.hardware.nodes}; `up` runs a trtllm graph "
+            "on this node only: set placement.slurm (then `up` submits a Slurm job) or use "
+            "`dis-serve render --target hosts|slurm|k8s`")
     if importlib.util.find_spec("tensorrt_llm") is None:
         raise PreflightError(
             "backend trtllm needs TensorRT-LLM, which is not installed here; install it on "

@@ -71,7 +71,7 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> 
     probe = spec.readiness
     if probe.kind is ProbeKind.TCP:
         assert probe.port is not None
-        accepts = tcp_accepts(probe.port)
+        accepts = tcp_accepts(probe.port, probe.host or "127.0.0.1")
         return Probe(answered=accepts, ready=accepts)
     assert probe.url is not None
     if spec.kind is ProcessKind.FRONTEND:

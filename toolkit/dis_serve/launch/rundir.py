@@ -93,8 +93,24 @@ class RunDir:
     def log_file(self, process: str) -> Path:
         return self.logs / f"{process}.log"
 
+    @property
+    def slurm_job_file(self) -> Path:
+        """A Slurm graph's record (launch/slurm_record.py) instead of a supervisor's state."""
+        return self.path / "slurm-job.json"
+
     def exists(self) -> bool:
-        return self.state_file.is_file() or self.plan_file.is_file()
+        return (self.state_file.is_file() or self.plan_file.is_file()
+                or self.slurm_job_file.is_file())
+
+    def remove(self, names: tuple[str, ...]) -> None:
+        """Delete these files or directories of the run directory (what an earlier run of the
+        graph left that the next must not be judged by)."""
+        for name in names:
+            path = self.path / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
 
     @property
     def previous(self) -> Path:

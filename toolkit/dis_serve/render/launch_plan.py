@@ -11,7 +11,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..topology import Backend, EtcdMode, NatsMode, PoolRole, ProcessKind, Supervision, Topology
+from ..placement import WorkerSlot, worker_slots
+from ..topology import (
+    Backend,
+    EtcdMode,
+    NatsMode,
+    PoolRole,
+    ProcessKind,
+    Supervision,
+    Topology,
+)
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 
 ENGINE_CONFIG_DIR = "engine-configs"
@@ -29,6 +38,8 @@ class Readiness(BaseModel):
     kind: ProbeKind
     url: str | None = Field(default=None, description="HTTP URL that answers 200 when ready.")
     port: int | None = Field(default=None, description="TCP port that accepts when ready.")
+    host: str | None = Field(default=None, description="Host of the TCP port (default: "
+                                                       "loopback).")
 
 
 class ProcessSpec(BaseModel):
@@ -86,19 +97,20 @@ class LaunchPlan(BaseModel):
         return [p for p in self.processes if p.kind is ProcessKind.WORKER]
 
 
-def client_host(bind_host: str) -> str:
-    """Where a client on this machine reaches a server bound to `bind_host`."""
-    return LOOPBACK if bind_host in ("0.0.0.0", "::") else bind_host  # noqa: S104
+def client_host(bind_host: str, own_address: str = LOOPBACK) -> str:
+    """Where a client reaches a server bound to `bind_host` on a machine whose address is
+    `own_address` (loopback for a local graph)."""
+    return own_address if bind_host in ("0.0.0.0", "::") else bind_host  # noqa: S104
 
 
-def _etcd(topo: Topology, ctx: RenderContext) -> ProcessSpec:
+def etcd_spec(topo: Topology, etcd_bin: str, host: str, data_dir: str) -> ProcessSpec:
+    """Embedded etcd listening (clients and its single peer) on `host` only."""
     etcd = topo.coordination.etcd
-    client = f"http://{LOOPBACK}:{etcd.client_port}"
-    peer = f"http://{LOOPBACK}:{etcd.peer_port}"
+    client = f"http://{host}:{etcd.client_port}"
+    peer = f"http://{host}:{etcd.peer_port}"
     return ProcessSpec(
         name="etcd", kind=ProcessKind.ETCD,
-        argv=[ctx.etcd_bin, "--name", topo.namespace,
-              "--data-dir", str(ctx.run_dir / "etcd-data"),
+        argv=[etcd_bin, "--name", topo.namespace, "--data-dir", data_dir,
               "--listen-client-urls", client, "--advertise-client-urls", client,
               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
               "--initial-cluster", f"{topo.namespace}={peer}",
@@ -108,26 +120,30 @@ def _etcd(topo: Topology, ctx: RenderContext) -> ProcessSpec:
     )
 
 
-def _nats(topo: Topology, ctx: RenderContext) -> ProcessSpec:
+def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
+              config: str | None = None) -> ProcessSpec:
+    """Embedded NATS with JetStream on `host` only; `config` is a server config file (token
+    authentication reads the token from the environment there)."""
     port = topo.coordination.nats.port
+    argv = [nats_bin] + (["-c", config] if config else [])
     return ProcessSpec(
         name="nats", kind=ProcessKind.NATS,
-        argv=[ctx.nats_bin, "-a", LOOPBACK, "-p", str(port), "-js",
-              "-sd", str(ctx.run_dir / "nats-data")],
+        argv=[*argv, "-a", host, "-p", str(port), "-js", "-sd", store_dir],
         ports={"client": port},
-        readiness=Readiness(kind=ProbeKind.TCP, port=port),
+        readiness=Readiness(kind=ProbeKind.TCP, port=port,
+                            host=None if host == LOOPBACK else host),
     )
 
 
-def _frontend(topo: Topology, target: TargetParams) -> ProcessSpec:
-    probe_host = client_host(topo.frontend.host)
+def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
+    probe_host = client_host(target.http_host, target.advertise_host)
     return ProcessSpec(
         name="frontend", kind=ProcessKind.FRONTEND,
         argv=frontend_argv(topo, target),
         env=dynamo_env(topo, target),
-        ports={"http": topo.frontend.port},
+        ports={"http": target.http_port},
         readiness=Readiness(kind=ProbeKind.HTTP,
-                            url=f"http://{probe_host}:{topo.frontend.port}/health"),
+                            url=f"http://{probe_host}:{target.http_port}/health"),
     )
 
 
@@ -135,34 +151,31 @@ def engine_config_path(run_dir: Path, role: PoolRole) -> Path:
     return run_dir / ENGINE_CONFIG_DIR / f"{role.value}.yaml"
 
 
+def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
+                port: int) -> ProcessSpec:
+    """A worker on its node, with its system port and (GPU backends) its GPUs."""
+    env = dynamo_env(topo, target) | {
+        "DYN_SYSTEM_PORT": str(port),
+        # Without it a 1.6.1 worker's /health never leaves "notready", although
+        # Dynamo logs the variable as deprecated.
+        "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]',
+    }
+    if topo.backend.needs_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot.gpus)
+    return ProcessSpec(
+        name=slot.name, kind=ProcessKind.WORKER, role=slot.role,
+        argv=worker_argv(topo, slot.role, target),
+        env=env, ports={"system": port}, node=slot.node,
+        gpus=list(slot.gpus) if topo.backend.needs_gpu else [],
+        readiness=Readiness(kind=ProbeKind.HTTP,
+                            url=f"http://{target.advertise_host}:{port}/health"),
+    )
+
+
 def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
-    assignment = topo.gpu_assignment()
-    per_node = topo.hardware.gpus_per_node
-    port = topo.observability.system_port_base
-    specs = []
-    for role, pool in topo.active_pools():
-        for index in range(pool.workers):
-            global_ids = assignment[role][index]
-            node = global_ids[0] // per_node
-            local_ids = [g % per_node for g in global_ids]
-            env = dynamo_env(topo, target) | {
-                "DYN_SYSTEM_PORT": str(port),
-                # Without it a 1.6.1 worker's /health never leaves "notready", although
-                # Dynamo logs the variable as deprecated.
-                "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]',
-            }
-            if topo.backend.needs_gpu:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in local_ids)
-            specs.append(ProcessSpec(
-                name=f"{role.value}-{index}", kind=ProcessKind.WORKER, role=role,
-                argv=worker_argv(topo, role, target),
-                env=env, ports={"system": port}, node=node,
-                gpus=local_ids if topo.backend.needs_gpu else [],
-                readiness=Readiness(kind=ProbeKind.HTTP,
-                                    url=f"http://{target.advertise_host}:{port}/health"),
-            ))
-            port += 1
-    return specs
+    base = topo.observability.system_port_base
+    return [worker_spec(topo, slot, target, base + i)
+            for i, slot in enumerate(worker_slots(topo))]
 
 
 def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
@@ -172,12 +185,12 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
         model_path = str(ctx.run_dir / "model-card")
     processes: list[ProcessSpec] = []
     if topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
-        processes.append(_etcd(topo, ctx))
+        processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / "etcd-data")))
     if topo.coordination.nats.mode is NatsMode.EMBEDDED:
-        processes.append(_nats(topo, ctx))
+        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data")))
     target = TargetParams.local(topo, python=ctx.python, model_path=model_path,
                                 engine_config_dir=str(ctx.run_dir / ENGINE_CONFIG_DIR))
-    processes.append(_frontend(topo, target))
+    processes.append(frontend_spec(topo, target))
     processes.extend(_workers(topo, target))
     url_host = client_host(topo.frontend.host)
     engine_configs = {}

@@ -10,9 +10,11 @@ import yaml
 
 from ..topology import Topology
 from .engine_config import dump_engine_config, render_engine_configs
+from .hosts import render_hosts_files
 from .k8s import render_manifests
-from .launch_plan import RenderContext, engine_config_path, render_launch_plan
+from .launch_plan import ENGINE_CONFIG_DIR, RenderContext, engine_config_path, render_launch_plan
 from .shell_script import render_shell_script
+from .slurm import render_sbatch_script
 
 
 class _ManifestDumper(yaml.SafeDumper):
@@ -35,10 +37,26 @@ def dump_manifests(docs: list[dict]) -> str:
 class Target(StrEnum):
     LOCAL = "local"
     K8S = "k8s"
+    HOSTS = "hosts"
+    SLURM = "slurm"
     ALL = "all"
 
     def includes(self, other: Target) -> bool:
         return self is other or self is Target.ALL
+
+    def wanted(self, other: Target, topo: Topology) -> bool:
+        """Whether `render` writes `other` for this choice: `all` adds the cluster targets
+        (hosts, Slurm) only for graphs on more than one node."""
+        if other in (Target.HOSTS, Target.SLURM) and self is Target.ALL:
+            return topo.placement.kind.multi_node or topo.hardware.nodes > 1
+        return self.includes(other)
+
+
+def _engine_config_files(topo: Topology, directory: str) -> dict[str, str]:
+    if not topo.backend.uses_engine_config:
+        return {}
+    return {f"{directory}/{ENGINE_CONFIG_DIR}/{role.value}.yaml": dump_engine_config(config)
+            for role, config in render_engine_configs(topo).items()}
 
 
 def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str]:
@@ -56,6 +74,12 @@ def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str
                 files[str(path)] = dump_engine_config(config)
     if target.includes(Target.K8S):
         files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo))
+    if target.wanted(Target.HOSTS, topo):
+        files |= {f"hosts/{name}": text for name, text in render_hosts_files(topo).items()}
+        files |= _engine_config_files(topo, "hosts")
+    if target.wanted(Target.SLURM, topo):
+        files["slurm/job.sbatch"] = render_sbatch_script(topo)
+        files |= _engine_config_files(topo, "slurm")
     files["topology.json"] = json.dumps(topo.model_dump(mode="json"), indent=2) + "\n"
     return files
 
@@ -66,7 +90,7 @@ def write_files(files: dict[str, str], out_dir: Path) -> list[Path]:
         path = out_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        if path.suffix == ".sh":
+        if path.suffix in (".sh", ".sbatch"):
             path.chmod(0o755)
         written.append(path)
     return written

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import shlex
 
-from .launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from .launch_plan import LaunchPlan, ProcessSpec
+from .shell_words import (
+    command_words,
+    pid_line,
+    stop_function,
+    wait_line,
+    wait_ready_function,
+)
 
 
 def _comment(text: str) -> str:
@@ -16,24 +23,12 @@ def _comment(text: str) -> str:
     return shlex.quote(text).replace("\n", "\\n").replace("\r", "\\r")
 
 
-def _wait_line(spec: ProcessSpec) -> str:
-    probe = spec.readiness
-    if probe.kind is ProbeKind.HTTP:
-        check = f"curl -fsS -o /dev/null {shlex.quote(str(probe.url))}"
-    else:
-        check = f"(exec 3<>/dev/tcp/127.0.0.1/{probe.port}) 2>/dev/null"
-    return f"wait_ready {shlex.quote(spec.name)} {shlex.quote(check)}"
-
-
 def _start_lines(spec: ProcessSpec) -> list[str]:
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))
-    command = " ".join(shlex.quote(a) for a in spec.argv)
-    prefix = f"env {env} " if env else ""
     return [
         f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})" if spec.gpus else ""),
-        f"{prefix}{command} >\"$LOGS/{spec.name}.log\" 2>&1 &",
-        "PIDS+=($!)",
-        _wait_line(spec),
+        f"{command_words(spec)} >\"$LOGS/{spec.name}.log\" 2>&1 &",
+        pid_line(spec),
+        wait_line(spec),
     ]
 
 
@@ -50,30 +45,17 @@ def render_shell_script(plan: LaunchPlan) -> str:
         f"RUN_DIR={shlex.quote(str(plan.run_dir))}",
         'LOGS="$RUN_DIR/logs"',
         'mkdir -p "$LOGS"',
-        "PIDS=()",
-        "stop_all() {",
-        "  for ((i=${#PIDS[@]}-1; i>=0; i--)); do kill -TERM \"${PIDS[i]}\" 2>/dev/null || true;"
-        " done",
-        "  sleep 5",
-        "  for pid in \"${PIDS[@]}\"; do kill -KILL \"$pid\" 2>/dev/null || true; done",
-        "}",
-        "trap stop_all EXIT INT TERM",
-        "wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s",
-        "  for _ in $(seq 1 600); do",
-        "    if eval \"$2\"; then echo \"ready: $1\"; return 0; fi",
-        "    sleep 0.5",
-        "  done",
-        "  echo \"not ready after 300 s: $1 (see $LOGS/$1.log)\" >&2; exit 1",
-        "}",
+        *stop_function(),
+        *wait_ready_function(),
     ]
     if plan.needs_model_card:
         lines.append(f"# The mocker reads a tokenizer-only model card at "
                      f"{_comment(plan.model_path)}; `dis-serve up` makes it, by hand run it "
                      "once first.")
     if len(nodes) > 1:
-        lines.append("# Multi-node: run node 0's section on the head node; on the others set "
-                     "ETCD_ENDPOINTS and NATS_SERVER to the head node's address first. For "
-                     "clusters, prefer `dis-serve render --target k8s` and Dynamo's operator.")
+        lines.append("# Several nodes: this script is the local view (everything on loopback). "
+                     "Use `dis-serve render --target hosts` (one script per node) or "
+                     "`--target slurm` (one sbatch job).")
     for node in nodes:
         if len(nodes) > 1:
             lines.append(f"\n# ---- node {node}: run this section on node {node} ----")

@@ -6,31 +6,42 @@ RUN_DIR=rendered/local
 LOGS="$RUN_DIR/logs"
 mkdir -p "$LOGS"
 PIDS=()
-stop_all() {
-  for ((i=${#PIDS[@]}-1; i>=0; i--)); do kill -TERM "${PIDS[i]}" 2>/dev/null || true; done
-  sleep 5
-  for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+INFRA_PIDS=()
+stop_pids() {  # PID...: SIGTERM in reverse order, wait, SIGKILL what is left
+  local pids=("$@") i alive
+  for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
+  for _ in $(seq 1 50); do
+    alive=0; for i in "${pids[@]}"; do kill -0 "$i" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break; sleep 0.1
+  done
+  for i in "${pids[@]}"; do kill -KILL "$i" 2>/dev/null || true; done
 }
-trap stop_all EXIT INT TERM
+stop_all() {
+  trap - EXIT
+  stop_pids "${PIDS[@]}"
+  stop_pids "${INFRA_PIDS[@]}"
+}
+trap stop_all EXIT
+trap 'exit 143' INT TERM
 wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 3000); do
     if eval "$2"; then echo "ready: $1"; return 0; fi
-    sleep 0.5
+    sleep 0.1
   done
   echo "not ready after 300 s: $1 (see $LOGS/$1.log)" >&2; exit 1
 }
-# Multi-node: run node 0's section on the head node; on the others set ETCD_ENDPOINTS and NATS_SERVER to the head node's address first. For clusters, prefer `dis-serve render --target k8s` and Dynamo's operator.
+# Several nodes: this script is the local view (everything on loopback). Use `dis-serve render --target hosts` (one script per node) or `--target slurm` (one sbatch job).
 
 # ---- node 0: run this section on node 0 ----
 
 # etcd
 etcd --name dis-serve-llama70b-disagg --data-dir rendered/local/etcd-data --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster dis-serve-llama70b-disagg=http://127.0.0.1:2380 --log-level warn >"$LOGS/etcd.log" 2>&1 &
-PIDS+=($!)
+INFRA_PIDS+=($!)
 wait_ready etcd 'curl -fsS -o /dev/null http://127.0.0.1:2379/health'
 
 # nats
 nats-server -a 127.0.0.1 -p 4222 -js -sd rendered/local/nats-data >"$LOGS/nats.log" 2>&1 &
-PIDS+=($!)
+INFRA_PIDS+=($!)
 wait_ready nats '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
 
 # frontend

@@ -1,0 +1,51 @@
+"""The CLI with placements: validate shows the nodes, render writes each target, up refuses
+what it cannot start here."""
+
+from __future__ import annotations
+
+from conftest import GRAPHS, assert_one_line_error
+
+
+def test_validate_shows_which_processes_land_on_which_node(run_cli):
+    result = run_cli("validate", GRAPHS / "demo-two-hosts.yaml")
+    assert result.exit_code == 0, result.stderr
+    head = next(line for line in result.stdout.splitlines() if "head (head)" in line)
+    workers = next(line for line in result.stdout.splitlines() if "127.0.0.3" in line)
+    assert "etcd, nats, frontend" in head
+    assert "prefill-0, decode-0" in workers
+
+
+def test_validate_warns_about_kv_crossing_nodes_over_tcp(run_cli, tmp_path):
+    text = (GRAPHS / "llama70b-h100-disagg.yaml").read_text() + "placement:\n  slurm: {}\n"
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    result = run_cli("validate", path)
+    assert result.exit_code == 0, result.stderr
+    assert "warning: prefill (nodes node0) and decode (nodes node1, node2" in result.stdout
+    assert "480 MiB of KV cache" in result.stdout
+
+
+def test_render_hosts_writes_a_script_per_node_and_the_readme(run_cli, tmp_path):
+    result = run_cli("render", GRAPHS / "demo-two-hosts.yaml", "--target", "hosts",
+                     "--out", tmp_path)
+    assert result.exit_code == 0, result.stderr
+    written = sorted(p.name for p in (tmp_path / "hosts").iterdir())
+    assert written == ["README.md", "node-head.sh", "node-workers.sh"]
+    assert (tmp_path / "hosts" / "node-head.sh").stat().st_mode & 0o111
+    assert "follow its README.md" in result.stdout
+
+
+def test_render_slurm_of_a_graph_without_placement_uses_slurm_defaults(run_cli, tmp_path):
+    result = run_cli("render", GRAPHS / "llama70b-h100-disagg.yaml", "--target", "slurm",
+                     "--out", tmp_path)
+    assert result.exit_code == 0, result.stderr
+    script = (tmp_path / "slurm" / "job.sbatch").read_text()
+    assert "#SBATCH --nodes=6" in script and "#SBATCH --time=04:00:00" in script
+    assert (tmp_path / "slurm" / "engine-configs" / "decode.yaml").is_file()
+
+
+def test_up_refuses_a_hosts_placement_and_says_what_to_run(run_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    result = run_cli("up", GRAPHS / "demo-two-hosts.yaml", "--detach")
+    assert_one_line_error(result, "placement is hosts", "--target hosts")
+    assert not (tmp_path / "runs").exists()

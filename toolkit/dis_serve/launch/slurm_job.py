@@ -1,0 +1,90 @@
+"""`up` with placement slurm: prepare the run directory and submit the graph as one job.
+
+Slurm owns the processes; dis-serve owns the run directory. `submit` writes the model card,
+engine configs and the sbatch script there, calls `sbatch` and records the job id
+(`RunDir.slurm_job_file`). Everything after that goes through the run directory (the job
+writes `addresses`, `endpoint` and `logs/` there) and through squeue and scancel.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ..atomic_file import write_atomic
+from ..errors import PreflightError, RunError
+from ..render.cluster_plan import ClusterPlan
+from ..render.slurm import (
+    ADDRESSES_FILE,
+    ENDPOINT_FILE,
+    JOB_LOG,
+    STARTED_FILE,
+    render_sbatch_script,
+    render_slurm_plan,
+    slurm_settings,
+)
+from ..topology import PlacementKind, Topology
+from .graph import local_model_dir, write_worker_inputs
+from .preflight import find_binaries
+from .rundir import RunDir
+from .slurm_record import SlurmJob, job_state, read_job, slurm_command
+
+SCRIPT_FILE = "job.sbatch"
+CLUSTER_PLAN_FILE = "cluster-plan.json"
+# Left from an earlier job of the same graph; the new job must not be judged by them.
+_EPHEMERAL = ("etcd-data", "nats-data", "logs", ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
+              "state.json")
+
+
+def job_started_at(run: RunDir) -> float | None:
+    """Unix time the job's batch script started (None before it has)."""
+    try:
+        return float((run.path / STARTED_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_cluster_plan(run: RunDir) -> ClusterPlan:
+    return ClusterPlan.model_validate_json((run.path / CLUSTER_PLAN_FILE).read_text())
+
+
+def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
+    run.remove(_EPHEMERAL)
+    run.prepare()
+    root = str(run.path)
+    in_container = slurm_settings(topo).container_image is not None
+    kwargs: dict[str, str | None] = {"model_path": local_model_dir(topo)}
+    if not in_container:
+        binaries = find_binaries(topo)
+        kwargs |= {"python": sys.executable, "etcd_bin": binaries.etcd,
+                   "nats_bin": binaries.nats}
+    plan = render_slurm_plan(topo, run_dir=root, **kwargs)
+    write_worker_inputs(topo, run.path, plan.model_path if plan.needs_model_card else None)
+    (run.path / SCRIPT_FILE).write_text(render_sbatch_script(topo, run_dir=root, **kwargs))
+    write_atomic(run.path / CLUSTER_PLAN_FILE, plan.model_dump_json(indent=2))
+    write_atomic(run.topology_file, topo.model_dump_json(indent=2))
+    return plan
+
+
+def submit(topo: Topology, run_root: Path | None = None) -> SlurmJob:
+    """Prepare the run directory and submit the graph's sbatch job."""
+    if topo.placement.kind is not PlacementKind.SLURM:
+        raise PreflightError(f"{topo.name}: placement is {topo.placement.kind.value}, not slurm")
+    run = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
+    earlier = read_job(run)
+    if earlier is not None and job_state(earlier.job_id).active:
+        raise PreflightError(
+            f"graph {topo.name!r} is already running as Slurm job {earlier.job_id}; stop it "
+            f"with `dis-serve down {topo.name}` or give this graph another name")
+    plan = _prepare(topo, run)
+    out = slurm_command("sbatch", "--parsable", f"--output={run.logs / JOB_LOG}",
+                 f"--chdir={run.path}", str(run.path / SCRIPT_FILE))
+    if out.returncode != 0:
+        raise RunError(f"sbatch refused the job: {out.stderr.strip() or out.stdout.strip()}")
+    job = SlurmJob(name=topo.name, job_id=out.stdout.strip().split(";")[0],
+                   run_dir=str(run.path), model_name=topo.model.name,
+                   submitted_at=time.time(),
+                   processes=[p.name for n in plan.nodes for p in n.processes])
+    write_atomic(run.slurm_job_file, job.model_dump_json(indent=2))
+    return job

@@ -1,0 +1,167 @@
+"""Topology -> the processes of each node of a multi-node graph (hosts and Slurm targets).
+
+Every process is built from the topology by the same builders as the local plan, with its
+own node's parameters: it listens on and advertises its node's address, finds etcd and NATS
+on the head node, and never points at loopback on another machine. Addresses unknown until
+the job runs (Slurm) are run-time variables (`shell_words.runtime`). Pure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..placement import NodeLayout, node_layout, worker_slots
+from ..topology import Backend, EtcdMode, NatsMode, Topology
+from .dynamo_argv import TargetParams
+from .launch_plan import (
+    ENGINE_CONFIG_DIR,
+    LaunchPlan,
+    ProcessSpec,
+    etcd_spec,
+    nats_spec,
+    worker_spec,
+)
+from .launch_plan import frontend_spec as _frontend_spec
+
+# The environment variable Dynamo's runtime reads the NATS token from.
+NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
+NATS_CONFIG = "nats.conf"
+
+
+class ClusterContext(BaseModel):
+    """What differs between cluster targets besides the topology."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    run_dir: str = Field(description="Run directory as the scripts see it (may be a "
+                                     "run-time variable).")
+    node_addresses: list[str] = Field(description="Each node's address (or run-time "
+                                                  "variable), in node order.")
+    python: str = "python3"
+    etcd_bin: str = "etcd"
+    nats_bin: str = "nats-server"
+    model_path: str | None = Field(
+        default=None, description="Model directory on every node (default: model.id; mocker "
+                                  "without a local card: RUN_DIR/model-card).")
+
+
+class NodeProcesses(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    index: int
+    name: str
+    address: str
+    head: bool
+    processes: list[ProcessSpec] = Field(description="In start order.")
+
+
+class ClusterPlan(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    namespace: str
+    endpoint: str = Field(description="The frontend's base URL (may hold run-time variables).")
+    model_name: str
+    model_path: str
+    needs_model_card: bool
+    nats_token: bool = Field(description="NATS token authentication is on.")
+    nodes: list[NodeProcesses]
+
+    @property
+    def head(self) -> NodeProcesses:
+        return next(n for n in self.nodes if n.head)
+
+
+def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
+    if ctx.model_path is not None:
+        return ctx.model_path, False
+    if topo.backend is Backend.MOCKER:
+        return f"{ctx.run_dir}/model-card", True
+    return topo.model.id, False
+
+
+def _frontend_host(topo: Topology, head_address: str) -> str:
+    # Multi-node: the frontend listens on the head's cluster address unless the topology
+    # names an address itself.
+    return topo.frontend.host if "host" in topo.frontend.model_fields_set else head_address
+
+
+def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
+                address: str) -> TargetParams:
+    """Dynamo's parameters for a process on the node at `address`: it listens on and
+    advertises that address and finds etcd and NATS on the head node."""
+    coord = topo.coordination
+    etcd = (f"http://{head}:{coord.etcd.client_port}"
+            if coord.etcd.mode is EtcdMode.EMBEDDED else coord.etcd.url)
+    nats = {NatsMode.EMBEDDED: f"nats://{head}:{coord.nats.port}",
+            NatsMode.EXTERNAL: coord.nats.url, NatsMode.OFF: None}[coord.nats.mode]
+    return TargetParams(
+        python=ctx.python, namespace=topo.namespace,
+        http_host=_frontend_host(topo, head), http_port=topo.frontend.port,
+        model_path=model_path, engine_config_dir=f"{ctx.run_dir}/{ENGINE_CONFIG_DIR}",
+        router_policy_config=topo.router.policy_config, advertise_host=address,
+        etcd_endpoints=etcd, nats_server=nats)
+
+
+def _head_processes(topo: Topology, ctx: ClusterContext, target: TargetParams,
+                    head: str) -> list[ProcessSpec]:
+    coord = topo.coordination
+    specs = []
+    if coord.etcd.mode is EtcdMode.EMBEDDED:
+        specs.append(etcd_spec(topo, ctx.etcd_bin, head, f"{ctx.run_dir}/etcd-data"))
+    if coord.nats.mode is NatsMode.EMBEDDED:
+        config = f"{ctx.run_dir}/{NATS_CONFIG}" if coord.nats.auth else None
+        specs.append(nats_spec(topo, ctx.nats_bin, head, f"{ctx.run_dir}/nats-data", config))
+    specs.append(_frontend_spec(topo, target))
+    return specs
+
+
+def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
+    layout: list[NodeLayout] = node_layout(topo)
+    if len(ctx.node_addresses) != len(layout):
+        raise ValueError(f"{len(ctx.node_addresses)} addresses for {len(layout)} nodes")
+    model_path, needs_card = _model_path(topo, ctx)
+    head = next(n for n in layout if n.head)
+    head_address = ctx.node_addresses[head.index]
+    # System ports follow pool order, as in the local plan (so the validated ports hold).
+    ports = {slot.name: topo.observability.system_port_base + i
+             for i, slot in enumerate(worker_slots(topo))}
+    nodes = []
+    for node in layout:
+        address = ctx.node_addresses[node.index]
+        target = node_target(topo, ctx, model_path, head_address, address)
+        specs = _head_processes(topo, ctx, target, address) if node.head else []
+        for slot in node.workers:
+            specs.append(worker_spec(topo, slot, target, ports[slot.name]))
+        nodes.append(NodeProcesses(index=node.index, name=node.name, address=address,
+                                   head=node.head, processes=specs))
+    http_host = _frontend_host(topo, head_address)
+    url_host = head_address if http_host in ("0.0.0.0", "::") else http_host  # noqa: S104
+    return ClusterPlan(
+        name=topo.name, namespace=topo.namespace,
+        endpoint=f"http://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
+        model_path=model_path, needs_model_card=needs_card,
+        nats_token=topo.coordination.nats.auth is not None, nodes=nodes)
+
+
+
+def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Path) -> LaunchPlan:
+    """The plan with the addresses a running job found (see `shell_words.runtime`), as a
+    launch plan whose probes `launch.readiness` can run from here."""
+    from .shell_words import resolve_runtime
+
+    def fix(value: object) -> object:
+        if isinstance(value, str):
+            return resolve_runtime(value, values)
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    processes = [ProcessSpec.model_validate(fix(p.model_dump(mode="json")))
+                 for node in plan.nodes for p in node.processes]
+    return LaunchPlan(
+        name=plan.name, namespace=plan.namespace, run_dir=run_dir,
+        endpoint=resolve_runtime(plan.endpoint, values), model_name=plan.model_name,
+        model_path=resolve_runtime(plan.model_path, values),
+        needs_model_card=plan.needs_model_card, processes=processes)

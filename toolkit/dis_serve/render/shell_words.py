@@ -1,0 +1,131 @@
+"""The words and shared pieces of every generated bash script: each value quoted, run-time
+variables expanded, readiness waits and ordered stops written once.
+
+A renderer that cannot know a value until the script runs (a Slurm node's address, the run
+directory) puts `runtime("NAME")` where it belongs; `word` quotes everything around it with
+shlex.quote and expands the variable as "${NAME}", so no value is ever pasted unquoted.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from ..topology import ProcessKind
+from .launch_plan import ProbeKind, ProcessSpec
+
+_MARK = "\x1e"
+_RUNTIME = re.compile(f"{_MARK}([A-Za-z_][A-Za-z0-9_]*){_MARK}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def runtime(name: str) -> str:
+    """A placeholder for the shell variable `name`, expanded where the script runs."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not a shell variable name: {name!r}")
+    return f"{_MARK}{name}{_MARK}"
+
+
+def word(value: str) -> str:
+    """One shell word: literal text single-quoted, run-time variables double-quoted."""
+    parts = _RUNTIME.split(value)
+    if len(parts) == 1:
+        return shlex.quote(value)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(f'"${{{part}}}"')
+        elif part:
+            out.append(shlex.quote(part))
+    return "".join(out)
+
+
+def command_words(spec: ProcessSpec) -> str:
+    """`env K=V ... argv...` for a process, every value a quoted word."""
+    env = " ".join(f"{k}={word(v)}" for k, v in sorted(spec.env.items()))
+    command = " ".join(word(a) for a in spec.argv)
+    return f"env {env} {command}" if env else command
+
+
+def readable(text: str) -> str:
+    """Text for a comment or a README: run-time variables shown as $NAME, and on one line
+    (a line break in a value must never end a comment and start a command)."""
+    return " ".join(_RUNTIME.sub(lambda m: f"${m.group(1)}", text).splitlines())
+
+
+def resolve_runtime(text: str, values: dict[str, str]) -> str:
+    """Text with its run-time variables replaced by the values the script found."""
+    return _RUNTIME.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def runtime_names(values: list[str]) -> list[str]:
+    """The run-time variables these values use, sorted."""
+    return sorted({name for value in values for name in _RUNTIME.findall(value)})
+
+
+def tcp_check(host: str, port: int) -> str:
+    """A bash command that succeeds once host:port accepts a connection."""
+    return f"(exec 3<>/dev/tcp/{word(host)}/{port}) 2>/dev/null"
+
+
+def probe_check(spec: ProcessSpec, default_host: str = "127.0.0.1") -> str:
+    """A bash command that succeeds once the process is ready."""
+    probe = spec.readiness
+    if probe.kind is ProbeKind.HTTP:
+        return f"curl -fsS -o /dev/null {word(str(probe.url))}"
+    assert probe.port is not None
+    return tcp_check(probe.host or default_host, probe.port)
+
+
+def wait_line(spec: ProcessSpec, check: str | None = None) -> str:
+    """`wait_ready` for the process, on its own probe unless `check` is given."""
+    return f"wait_ready {shlex.quote(spec.name)} {shlex.quote(check or probe_check(spec))}"
+
+
+def pid_line(spec: ProcessSpec) -> str:
+    """Remember the process just started in the background, in its stop stage."""
+    infra = spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)
+    return "INFRA_PIDS+=($!)" if infra else "PIDS+=($!)"
+
+
+def wait_ready_function(timeout_s: int = 300) -> list[str]:
+    """`wait_ready NAME CHECK`: poll CHECK ten times a second until it passes or time runs
+    out (the checks are a TCP connect or a local curl: cheap next to a late start)."""
+    return [
+        f"wait_ready() {{  # NAME CHECK: poll CHECK for up to {timeout_s} s",
+        f"  for _ in $(seq 1 {timeout_s * 10}); do",
+        "    if eval \"$2\"; then echo \"ready: $1\"; return 0; fi",
+        "    sleep 0.1",
+        "  done",
+        f"  echo \"not ready after {timeout_s} s: $1 (see $LOGS/$1.log)\" >&2; exit 1",
+        "}",
+    ]
+
+
+def stop_function(grace_s: int = 5) -> list[str]:
+    """`stop_all`: SIGTERM to the Dynamo processes (PIDS) in reverse start order, a grace
+    period, SIGKILL to what is left; then the same for etcd and NATS (INFRA_PIDS), which the
+    others deregister from on their way out."""
+    return [
+        "PIDS=()",
+        "INFRA_PIDS=()",
+        "stop_pids() {  # PID...: SIGTERM in reverse order, wait, SIGKILL what is left",
+        "  local pids=(\"$@\") i alive",
+        "  for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM \"${pids[i]}\" 2>/dev/null || true;"
+        " done",
+        f"  for _ in $(seq 1 {grace_s * 10}); do",
+        "    alive=0; for i in \"${pids[@]}\"; do kill -0 \"$i\" 2>/dev/null && alive=1; done",
+        "    [ \"$alive\" = 0 ] && break; sleep 0.1",
+        "  done",
+        "  for i in \"${pids[@]}\"; do kill -KILL \"$i\" 2>/dev/null || true; done",
+        "}",
+        "stop_all() {",
+        "  trap - EXIT",
+        "  stop_pids \"${PIDS[@]}\"",
+        "  stop_pids \"${INFRA_PIDS[@]}\"",
+        "}",
+        # A signal ends the script (not just the command it was waiting on); leaving runs
+        # stop_all, whatever the reason.
+        "trap stop_all EXIT",
+        "trap 'exit 143' INT TERM",
+    ]

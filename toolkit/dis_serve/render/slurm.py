@@ -1,0 +1,193 @@
+"""Placement `slurm` -> one sbatch script for the whole graph.
+
+The job resolves its nodes from the allocation (the first is the head) and each node's
+cluster-facing address on the node itself; starts etcd, NATS and the frontend on the head
+and each worker as an `srun` step on its node (GPUs per step, container flags when an image
+is given); waits until everything is ready; writes the endpoint URL to `endpoint` in the run
+directory; and stops every step, frontend first, on scancel, time limit or when one exits.
+Pure: text out.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ..topology import ProcessKind, SlurmPlacement, Topology
+from .cluster_plan import ClusterContext, ClusterPlan, render_cluster_plan
+from .hosts import nats_config_lines, token_lines
+from .launch_plan import ProcessSpec
+from .shell_words import (
+    command_words,
+    pid_line,
+    readable,
+    runtime,
+    stop_function,
+    tcp_check,
+    wait_line,
+    wait_ready_function,
+    word,
+)
+
+ENDPOINT_FILE = "endpoint"
+# NODE_ADDR_<i>=<address> per line: what `dis-serve up` probes the processes at.
+ADDRESSES_FILE = "addresses"
+# Unix time the batch script started: submit to this is the scheduler's (and launch's) share.
+STARTED_FILE = "job-started"
+# The batch script's own output, beside the processes' logs (`up` passes it to sbatch).
+JOB_LOG = "slurm-%j.log"
+
+
+def node_address_var(index: int) -> str:
+    return f"NODE_ADDR_{index}"
+
+
+def slurm_settings(topo: Topology) -> SlurmPlacement:
+    """The topology's Slurm settings, or Slurm's defaults for a graph placed elsewhere."""
+    return topo.placement.slurm or SlurmPlacement()
+
+
+def render_slurm_plan(topo: Topology, *, run_dir: str | None = None,
+                      python: str = "python3", etcd_bin: str = "etcd",
+                      nats_bin: str = "nats-server", model_path: str | None = None) -> ClusterPlan:
+    """`run_dir` None: the directory sbatch was called from (or $DIS_SERVE_RUN_DIR)."""
+    nodes = len(topo.node_gpus())
+    return render_cluster_plan(topo, ClusterContext(
+        run_dir=run_dir or runtime("RUN_DIR"),
+        node_addresses=[runtime(node_address_var(i)) for i in range(nodes)],
+        python=python, etcd_bin=etcd_bin, nats_bin=nats_bin, model_path=model_path))
+
+
+def _sbatch_lines(topo: Topology) -> list[str]:
+    slurm = slurm_settings(topo)
+    options = [f"--job-name={slurm.job_name or 'dis-serve-' + topo.name}",
+               f"--nodes={len(topo.node_gpus())}", "--ntasks-per-node=1",
+               f"--time={slurm.time_limit}"]
+    if slurm.partition:
+        options.append(f"--partition={slurm.partition}")
+    if slurm.account:
+        options.append(f"--account={slurm.account}")
+    gpus = slurm.gpus_per_node
+    if gpus is None and topo.backend.needs_gpu:
+        gpus = topo.hardware.gpus_per_node
+    if gpus:
+        options.append(f"--gpus-per-node={gpus}")
+    options += slurm.sbatch_extra
+    return [f"#SBATCH {option}" for option in options]
+
+
+def _srun_words(topo: Topology, spec: ProcessSpec) -> str:
+    """`srun` for one step on its node. Every step shares the node's CPUs with the others
+    (--overlap): a GPU worker sees the job's GPUs on its node and CUDA_VISIBLE_DEVICES picks
+    its own, as on the hosts target, so no step waits for CPUs another holds; etcd, NATS and
+    the frontend take no GPU (--gres=none)."""
+    slurm = slurm_settings(topo)
+    words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{spec.node}]}}"',
+             f"--job-name={shlex.quote(spec.name)}", f'--output="$LOGS/{spec.name}.log"',
+             "--overlap"]
+    if topo.backend.needs_gpu and not spec.gpus:
+        words.append("--gres=none")
+    if slurm.container_image:
+        mounts = [*slurm.container_mounts, "$RUN_DIR:$RUN_DIR"]
+        words += [f"--container-image={shlex.quote(slurm.container_image)}",
+                  f'--container-mounts="{",".join(_mount(m) for m in mounts)}"']
+    return " ".join(words)
+
+
+def _mount(mount: str) -> str:
+    # Inside double quotes: $RUN_DIR expands, a user's path is escaped character by character.
+    if mount == "$RUN_DIR:$RUN_DIR":
+        return mount
+    return "".join("\\" + c if c in '"$`\\' else c for c in mount)
+
+
+def _resolve_lines(topo: Topology) -> list[str]:
+    """The allocation's nodes, and each node's address as that node sees it."""
+    nodes = len(topo.node_gpus())
+    interface = slurm_settings(topo).interface
+    if interface:
+        resolve = (f"ip -4 -o addr show dev {shlex.quote(interface)} | "
+                   "awk '{split($4, a, \"/\"); print a[1]; exit}'")
+    else:
+        resolve = "getent ahostsv4 \"$(hostname)\" | awk '{print $1; exit}'"
+    lines = [
+        'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        f'if [ "${{#NODES[@]}}" -lt {nodes} ]; then',
+        f'  echo "this graph needs {nodes} nodes, the job has ${{#NODES[@]}}" >&2; exit 1',
+        "fi",
+        "node_address() {  # NODE: its cluster-facing address, resolved on the node itself",
+        f"  srun --nodes=1 --ntasks=1 --overlap --nodelist=\"$1\" bash -c {shlex.quote(resolve)}",
+        "}",
+    ]
+    for i in range(nodes):
+        var = node_address_var(i)
+        lines.append(f'{var}="$(node_address "${{NODES[{i}]}}")"')
+        check = f'[ -n "${{{var}}}" ]'
+        if nodes > 1:
+            check += f' && [[ "${{{var}}}" != 127.* ]]'
+        where = f"interface {interface}" if interface else "its host name"
+        lines.append(f"{check} || {{ echo \"node ${{NODES[{i}]}}: no cluster address from "
+                     f"{where} (got '${{{var}}}'); set placement.slurm.interface\" >&2; "
+                     "exit 1; }")
+    lines.append("{ " + " ".join(f"echo \"{node_address_var(i)}=${{{node_address_var(i)}}}\";"
+                                for i in range(nodes))
+                 + f' }} > "$RUN_DIR/{ADDRESSES_FILE}"')
+    return lines
+
+
+def _step_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
+    processes = [p for node in plan.nodes for p in node.processes]
+    infra = [p for p in processes if p.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+    dynamo = [p for p in processes if p not in infra]
+    lines: list[str] = []
+    for spec in infra:
+        lines += ["", f"# {spec.name} on the head node",
+                  f"{_srun_words(topo, spec)} {command_words(spec)} &", pid_line(spec)]
+    # Dynamo needs etcd and NATS to accept connections, not etcd's election to be over.
+    lines += [wait_line(spec, tcp_check(plan.head.address, spec.ports["client"]))
+              for spec in infra]
+    for spec in dynamo:
+        where = f"node {spec.node}" + (f", {len(spec.gpus)} GPUs" if spec.gpus else "")
+        lines += ["", f"# {spec.name} ({where})",
+                  f"{_srun_words(topo, spec)} {command_words(spec)} &", pid_line(spec)]
+    lines += ["", *(wait_line(spec) for spec in dynamo)]
+    return lines
+
+
+def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
+                         python: str = "python3", etcd_bin: str = "etcd",
+                         nats_bin: str = "nats-server", model_path: str | None = None) -> str:
+    """The sbatch script. `run_dir` None: the job runs where sbatch was called."""
+    plan = render_slurm_plan(topo, run_dir=run_dir, python=python, etcd_bin=etcd_bin,
+                             nats_bin=nats_bin, model_path=model_path)
+    where = (f"RUN_DIR={shlex.quote(run_dir)}" if run_dir is not None
+             else 'RUN_DIR="${DIS_SERVE_RUN_DIR:-$SLURM_SUBMIT_DIR}"')
+    lines = [
+        "#!/bin/bash",
+        *_sbatch_lines(topo),
+        f"# Generated by dis-serve from topology {shlex.quote(topo.name)} (placement: slurm). "
+        "Do not edit: re-render instead.",
+        "# Submit with sbatch; the endpoint URL appears in $RUN_DIR/endpoint once ready.",
+        "set -euo pipefail",
+        where,
+        f'date +%s.%N > "$RUN_DIR/{STARTED_FILE}"',
+        'LOGS="$RUN_DIR/logs"',
+        f'mkdir -p "$LOGS"; rm -f "$RUN_DIR/{ENDPOINT_FILE}" "$RUN_DIR/{ADDRESSES_FILE}"',
+        *token_lines(topo.coordination.nats.auth),
+        *stop_function(),
+        *wait_ready_function(),
+        *_resolve_lines(topo),
+    ]
+    if plan.needs_model_card:
+        lines.append("# The mocker reads a tokenizer-only model card at "
+                     f"{readable(plan.model_path)} (`dis-serve up` makes one).")
+    if topo.coordination.nats.auth is not None:
+        lines += nats_config_lines()
+    lines += _step_lines(topo, plan)
+    lines += [
+        "",
+        f"echo {word(plan.endpoint)} > \"$RUN_DIR/{ENDPOINT_FILE}\"",
+        f"echo {word('serving ' + plan.model_name + ' at ' + plan.endpoint)}'/v1'",
+        "wait -n",
+        "",
+    ]
+    return "\n".join(lines)
