@@ -67,6 +67,20 @@ def topology_variant(base: dict, **paths) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+def aiperf_processes() -> set[int]:
+    """AIPerf's controller and its service processes (they retitle themselves `aiperf ...`)."""
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if cmdline.startswith("aiperf") or "/aiperf profile" in cmdline:
+            found.add(proc.pid)
+    return found
+
+
 def wait_until(predicate, timeout: float = 20.0) -> bool:
     """Poll `predicate` until it holds or `timeout` seconds pass; its last answer."""
     deadline = time.monotonic() + timeout

@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import REPO, wait_until
+from conftest import REPO, aiperf_processes, wait_until
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, ProcessState
@@ -176,6 +176,7 @@ def test_a_killed_bench_leaves_no_aiperf_and_a_second_one_cannot_overlap(tmp_pat
         args = ("bench", "--scenario", str(scenario), "--url", graph.endpoint,
                 "--topology", str(REPO / "graphs" / "demo.yaml"), "--out", str(out),
                 "--tokenizer", graph.plan.model_path)
+        before = aiperf_processes()
         first = _cli(home, *args)
         try:
             assert wait_until(lambda: len(_processes_mentioning(str(out))) > 1, timeout=60)
@@ -184,7 +185,8 @@ def test_a_killed_bench_leaves_no_aiperf_and_a_second_one_cannot_overlap(tmp_pat
             assert "another sweep" in second.stderr.read()
             first.kill()  # SIGKILL: no chance to clean up
             first.wait()
-            assert wait_until(lambda: _processes_mentioning(str(out)) == [], timeout=10)
+            assert wait_until(lambda: _processes_mentioning(str(out)) == []
+                              and aiperf_processes() - before == set(), timeout=10)
         finally:
             if first.poll() is None:
                 first.kill()
