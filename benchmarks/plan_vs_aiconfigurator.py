@@ -29,6 +29,11 @@ sys.path.insert(0, str(REPO / "toolkit"))
 
 # AIConfigurator's margin above which both tools must name the same mode.
 VERDICT_MARGIN = 0.05
+# The target band for ours/AIConfigurator's best tokens/s/GPU; a ratio outside it is explained.
+RATIO_BAND = 0.05
+# AIConfigurator's autoscale TTFT correction (aiconfigurator.sdk.picking): a disaggregated
+# prefill worker qualifies only if 1.8 x its pass latency fits the TTFT SLA.
+AIC_TTFT_FACTOR = 1.8
 
 CASES = [
     {"name": "8b-h100-8-short", "model": "llama-3.1-8b",
@@ -60,6 +65,17 @@ CASES = [
     {"name": "qwen32b-fp8-h200-32", "model": "qwen3-32b", "aic_model": "Qwen/Qwen3-32B-FP8",
      "gpu": "h200", "system": "h200_sxm", "gpus": 32, "isl": 2000, "osl": 200,
      "ttft_ms": 800, "itl_ms": 30, "dtype": "fp8", "kv_cache_dtype": "fp8"},
+    # Held out: added after the budget ranking prefers fewer GPUs among goodputs within one
+    # back-off step, chosen before they were run, to show the change generalises.
+    {"name": "70b-h200-24-mid", "model": "llama-3.1-70b",
+     "aic_model": "meta-llama/Meta-Llama-3.1-70B", "gpu": "h200", "system": "h200_sxm",
+     "gpus": 24, "isl": 2000, "osl": 800, "ttft_ms": 1200, "itl_ms": 35},
+    {"name": "qwen32b-h100-24-decode", "model": "qwen3-32b", "aic_model": "Qwen/Qwen3-32B",
+     "gpu": "h100-sxm", "system": "h100_sxm", "gpus": 24, "isl": 1000, "osl": 1500,
+     "ttft_ms": 800, "itl_ms": 25},
+    {"name": "8b-h100-16-long", "model": "llama-3.1-8b",
+     "aic_model": "meta-llama/Meta-Llama-3.1-8B", "gpu": "h100-sxm", "system": "h100_sxm",
+     "gpus": 16, "isl": 6000, "osl": 400, "ttft_ms": 1500, "itl_ms": 25},
 ]
 
 
@@ -88,7 +104,8 @@ def run_aiconfigurator(case: dict, work: Path) -> dict:
         top = max(rows, key=lambda r: float(r["tokens/s/gpu"]))
         best[mode] = {"tokens_per_s_per_gpu": float(top["tokens/s/gpu"]),
                       "ttft_ms": float(top["ttft"]), "tpot_ms": float(top["tpot"]),
-                      "config": _aic_label(mode, top)}
+                      "config": _aic_label(mode, top),
+                      "decode_bs": int(float(top["(d)bs"])) if mode == "disagg" else None}
     return {"wall_s": wall, "best": best}
 
 
@@ -113,7 +130,8 @@ def run_dis_serve(case: dict, work: Path) -> dict:
     best = {"agg": outcome.top_aggregated[0] if outcome.top_aggregated else None,
             "disagg": outcome.top_disaggregated[0] if outcome.top_disaggregated else None}
     replayed = outcome.replay[0] if outcome.replay else None
-    return {"wall_s": wall, "outcome": outcome, "best": best, "replay": replayed}
+    return {"wall_s": wall, "outcome": outcome, "best": best, "replay": replayed,
+            "request": request}
 
 
 def _verdict(agg: float | None, disagg: float | None) -> tuple[str, float]:
@@ -142,7 +160,79 @@ def compare(case: dict, aic: dict, ours: dict) -> dict:
     row["replayed_sla_met"] = rep.sla_met_share if rep else None
     row["replay_passed"] = bool(rep and rep.passed)
     row["wall_s_ours"], row["wall_s_aic"] = ours["wall_s"], aic["wall_s"]
+    row["why"] = {mode: explain(mode, row, aic, ours) for mode in ("agg", "disagg")
+                  if row[f"{mode}_ratio"] and abs(row[f"{mode}_ratio"] - 1) > RATIO_BAND}
     return row
+
+
+def explain(mode: str, row: dict, aic: dict, ours: dict) -> str:
+    """Why a ratio lands outside the band, from this run's own evidence: what the replay
+    said about the deployment ranked first on the model, and, for disaggregated serving,
+    whether AIConfigurator's TTFT factor would admit our prefill worker."""
+    outcome, theirs = ours["outcome"], row[f"{mode}_aic"]
+    steps = [s for s in outcome.verification if s.mode.value == mode]
+    lines = []
+    if steps and not steps[0].passed:
+        first, held = steps[0], next((s for s in steps if s.passed), None)
+        lines.append(
+            f"ranked first on the model: {first.deployment} at {first.requests_per_s:.2f} "
+            f"req/s, {first.tokens_per_s_per_gpu:.0f} tokens/s/GPU "
+            f"({first.tokens_per_s_per_gpu / theirs:.3f} of AIC); the replay met the SLA for "
+            f"{first.sla_met_share:.0%} there" + ("" if held is None else
+            f"; it held at {held.requests_per_s / first.requests_per_s:.0%} of that rate "
+            f"({held.sla_met_share:.0%} met)"))
+        if mode == "agg":
+            lines.append("AIC's TRT-LLM estimate charges decoding requests for all but 3 "
+                         "mixed prefill/decode steps of a batch cycle (its empirical "
+                         "pipeline-drain credit); the mocker charges every step")
+    elif steps:
+        lines.append(f"the model's first-ranked deployment ({steps[0].deployment}) passed "
+                     "its replay: the gap lies between the two tools' models, not in the "
+                     "verification")
+    mine = ours["best"][mode]
+    if mode == "disagg" and mine is not None:
+        lines += _prefill_against_aic_factor(mine, ours["request"], aic["best"]["disagg"])
+        lines += _decode_cap_against_aic(mine, aic["best"]["disagg"])
+    ranked = outcome.top_disaggregated if mode == "disagg" else outcome.top_aggregated
+    leaner = max(ranked, key=lambda d: d.tokens_per_s_per_gpu, default=None)
+    if mine is not None and leaner is not None and leaner.gpus < mine.gpus and (
+            leaner.tokens_per_s_per_gpu > mine.tokens_per_s_per_gpu * (1 + RATIO_BAND / 5)):
+        lines.append(
+            f"the plan ranks by requests/s within the budget: {mine.short_label} uses "
+            f"{mine.gpus} GPUs for {mine.requests_per_s:.2f} req/s; the most tokens/s/GPU "
+            f"ranked is {leaner.short_label} on {leaner.gpus} GPUs, "
+            f"{leaner.tokens_per_s_per_gpu:.0f} ({leaner.tokens_per_s_per_gpu / theirs:.3f} "
+            f"of AIC) for {leaner.requests_per_s:.2f} req/s (predicted, not replayed)")
+    return "; ".join(lines)
+
+
+def _decode_cap_against_aic(mine, theirs: dict | None) -> list[str]:
+    from dis_serve.topology import PoolRole
+
+    decode = next(p for p in mine.pools if p.role is PoolRole.DECODE)
+    if not theirs or not decode.max_batch_size or decode.max_batch_size <= theirs["decode_bs"]:
+        return []
+    return [f"our decode batch cap {decode.max_batch_size} against AIC's batch "
+            f"{theirs['decode_bs']}: AIC sizes a decode worker by the TPOT of a full static "
+            "batch, derated by 0.92; ours by the batch Poisson load settles at below the cap "
+            "(Little's law), p90 ITL checked in the replay"]
+
+
+def _prefill_against_aic_factor(mine, request, theirs: dict | None) -> list[str]:
+    from dis_serve.plan.model_choice import choose_perf_model
+    from dis_serve.topology import PoolRole
+
+    prefill = next(p for p in mine.pools if p.role is PoolRole.PREFILL)
+    batch = prefill.max_batch_size or 1
+    pass_ms = choose_perf_model(request.target()).prefill_ms(
+        prefill.tensor_parallel, batch, request.isl)
+    verdict = ("AIC's factor would reject this prefill worker" if
+               pass_ms * AIC_TTFT_FACTOR > request.ttft_ms else
+               "AIC's factor admits this prefill worker")
+    return [f"our prefill worker TP{prefill.tensor_parallel} batch {batch}: pass "
+            f"{pass_ms:.0f} ms, x{AIC_TTFT_FACTOR} = {pass_ms * AIC_TTFT_FACTOR:.0f} ms against "
+            f"TTFT {request.ttft_ms:g} ms ({verdict}; AIC's best: "
+            f"{theirs['config'] if theirs else '-'})"]
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -164,6 +254,9 @@ def print_table(rows: list[dict]) -> None:
               f"{'yes' if r['verdicts_agree'] else 'NO':>5} "
               f"{_fmt(r['replayed_sla_met'], '.0%'):>10} "
               f"{r['wall_s_ours']:>5.1f}/{r['wall_s_aic']:<5.1f}")
+    for r in rows:
+        for mode, why in r["why"].items():
+            print(f"  {r['case']} {mode} {r[f'{mode}_ratio']:.3f}: {why}")
 
 
 def main() -> None:
@@ -180,10 +273,10 @@ def main() -> None:
             aic = run_aiconfigurator(case, Path(tmp) / "aic")
             ours = run_dis_serve(case, Path(tmp) / "plan")
         rows.append(compare(case, aic, ours))
-        print(f"done {case['name']}", file=sys.stderr)
+        print(f"done {case['name']}", file=sys.stderr, flush=True)
     print_table(rows)
     ratios = [r[k] for r in rows for k in ("agg_ratio", "disagg_ratio") if r[k]]
-    print(f"ratios within +-5%: {sum(abs(x - 1) <= 0.05 for x in ratios)} of {len(ratios)}; "
+    print(f"ratios within +-5%: {sum(abs(x - 1) <= RATIO_BAND for x in ratios)} of {len(ratios)}; "
           f"verdicts agree: {sum(r['verdicts_agree'] for r in rows)} of {len(rows)}; "
           f"plans that pass their replay: {sum(r['replay_passed'] for r in rows)} of "
           f"{len(rows)}")

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from conftest import assert_one_line_error
+
 PLAN = ("plan", "--model", "llama-3.1-70b", "--isl", "3000", "--osl", "500",
         "--ttft-ms", "1000", "--itl-ms", "50")
 
@@ -54,3 +56,52 @@ def test_plan_json_reads_back_as_the_outcome_the_command_printed(run_cli, tmp_pa
     outcome = PlanOutcome.model_validate_json((tmp_path / "plan.json").read_text())
     assert f"{outcome.plan.gpus} GPUs, {outcome.plan.requests_per_s:.2f} req/s" in result.stdout
     assert outcome.verdict in result.stdout
+
+
+@pytest.fixture(scope="module")
+def bursty_trace(tmp_path_factory):
+    """Prompts that arrive 32 at a time every 8 s: the planner sizes for their mean rate
+    (4.4 requests/s), but no deployment it sizes that way clears a burst of 32 3000-token
+    prefills within 300 ms, so every replay fails its SLA (a real failure, nothing injected)."""
+    path = tmp_path_factory.mktemp("trace") / "bursts.jsonl"
+    path.write_text("".join(
+        json.dumps({"timestamp": burst * 8000, "input_length": 3000, "output_length": 50,
+                    "hash_ids": [burst * 1000 + i * 10 + k for k in range(6)]}) + "\n"
+        for burst in range(10) for i in range(32)))
+    return path
+
+
+def plan_bursts(run_cli, trace, out, *extra):
+    return run_cli("plan", "--model", "llama-3.1-8b", "--trace", trace, "--ttft-ms", "300",
+                   "--itl-ms", "40", "--out", out, "--emit", out / "emitted.yaml", "--mock",
+                   *extra)
+
+
+def test_emit_refuses_a_plan_that_failed_its_replay_in_one_line_exit_1(
+        run_cli, bursty_trace, tmp_path):
+    result = plan_bursts(run_cli, bursty_trace, tmp_path)
+    outcome = json.loads((tmp_path / "plan.json").read_text())
+    attained = next(r for r in outcome["replay"] if r["deployment"] == "plan")
+    closest = max(outcome["verification"], key=lambda s: s["sla_met_share"])
+    assert not any(s["passed"] for s in outcome["verification"])
+    # Exit 1 like any run that did not deliver (RunError): the flags were valid, the plan
+    # is what failed, so this is not bad input's exit 2.
+    assert_one_line_error(
+        result, "--emit refused", f"met the SLA for {attained['sla_met_share']:.0%}",
+        f"closest: {closest['deployment']}", f"{closest['sla_met_share']:.0%}", "--force",
+        code=1)
+    assert not (tmp_path / "emitted.yaml").exists()
+    assert outcome["emit_refused"] and (tmp_path / "topology-mock.yaml").exists()
+
+
+def test_force_emits_a_plan_that_failed_its_replay_and_says_it_fails(
+        run_cli, bursty_trace, tmp_path):
+    result = plan_bursts(run_cli, bursty_trace, tmp_path, "--force")
+    assert result.exit_code == 0, result.stderr
+    assert "the plan FAILS" in result.stdout
+    outcome = json.loads((tmp_path / "plan.json").read_text())
+    attained = next(r for r in outcome["replay"] if r["deployment"] == "plan")
+    assert not attained["passed"] and outcome["emit_refused"] is None
+    emitted = (tmp_path / "emitted.yaml").read_text()
+    assert emitted == (tmp_path / "topology-mock.yaml").read_text()
+    assert f"{attained['sla_met_share']:.0%} of requests met the SLA" in emitted

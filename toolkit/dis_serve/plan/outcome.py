@@ -79,7 +79,10 @@ class VerificationStep(_Frozen):
 
     mode: Mode = Field(description="agg or disagg.")
     deployment: str = Field(description="Its label.")
+    gpus: int = Field(description="GPUs the deployment uses.")
     requests_per_s: Figure = Field(description="The rate it was replayed at.")
+    tokens_per_s_per_gpu: Figure = Field(
+        description="Output tokens per second per GPU used, at that rate.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
     passed: bool = Field(description="Whether at least 90% did.")
 

@@ -127,8 +127,9 @@ def _replay_split(result: PlanResult, out_dir: Path) -> Replay:
 def _outcome(result: PlanResult, replays: list[Replay], files: dict[str, Path],
              checks: dict[Mode, Verification], emit_refused: str | None) -> PlanOutcome:
     request, model, savings = result.request, result.model, result.savings
-    steps = [VerificationStep(mode=mode, deployment=a.candidate.label,
+    steps = [VerificationStep(mode=mode, deployment=a.candidate.label, gpus=a.candidate.gpus,
                               requests_per_s=a.candidate.rate,
+                              tokens_per_s_per_gpu=a.candidate.tokens_per_s_per_gpu,
                               sla_met_share=a.replay.sla_met_share, passed=a.passed)
              for mode, check in checks.items() for a in check.attempts]
     return PlanOutcome(

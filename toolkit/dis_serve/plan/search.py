@@ -432,15 +432,37 @@ def best_for_split(space: SearchSpace, prefill_gpus: int, decode_gpus: int) -> C
 
 # --- ranking ---------------------------------------------------------------------------------
 
+# The verification backs a budget plan off in steps of this share of its rate, so goodputs
+# closer than it are ones the replay cannot tell apart.
+BACKOFF_STEP = 0.02
+
+
+def most_goodput_first(candidates: Iterable[Candidate], head: int = 32) -> list[Candidate]:
+    """Objective (b)'s order: the most goodput, except that among goodputs within one
+    back-off step of the best left the deployment on the fewest GPUs comes first (the budget
+    is a ceiling: GPUs it leaves unused are saved, and tokens/s/GPU divides by the GPUs
+    used). Applied to the first `head` places; the rest by goodput."""
+    rest = sorted(candidates, key=lambda c: (-c.rate, c.gpus))
+    out: list[Candidate] = []
+    while rest and len(out) < head:
+        floor = rest[0].rate * (1 - BACKOFF_STEP)
+        near = 1
+        while near < len(rest) and rest[near].rate >= floor:
+            near += 1
+        pick = min(range(near), key=lambda i: (rest[i].gpus, -rest[i].rate))
+        out.append(rest.pop(pick))
+    return out + rest
+
+
 def rank(candidates: Iterable[Candidate], objective: Objective) -> list[Candidate]:
     """Best first, one row per deployment shape (worker counts and TP of each pool)."""
     if objective is Objective.FEWEST_GPUS:
-        key = lambda c: (c.gpus, c.prediction.ttft_p90_ms)  # noqa: E731
+        ordered = sorted(candidates, key=lambda c: (c.gpus, c.prediction.ttft_p90_ms))
     else:
-        key = lambda c: (-c.rate, c.gpus)  # noqa: E731
+        ordered = most_goodput_first(candidates)
     seen: set[tuple] = set()
     out = []
-    for cand in sorted(candidates, key=key):
+    for cand in ordered:
         shape = (cand.mode, tuple((p.role, p.workers, p.tp) for p in cand.pools))
         if shape not in seen:
             seen.add(shape)

@@ -16,11 +16,20 @@ from .mocker_profile import profile_tables, write_profile
 from .planner import PlanResult, decide
 from .replay import ReplayResult, replay_plan
 from .request import Objective
-from .search import SLA_SHARE, Candidate, PoolPlan, SearchSpace, at_rate, with_one_more_worker
+from .search import (
+    BACKOFF_STEP,
+    SLA_SHARE,
+    Candidate,
+    PoolPlan,
+    SearchSpace,
+    at_rate,
+    most_goodput_first,
+    with_one_more_worker,
+)
 
 MAX_ATTEMPTS = 7
 # Objective (b) backs off by planning the same deployment for this share of its rate.
-HEADROOM_STEPS = (1.0, 0.98, 0.96, 0.94, 0.92, 0.90, 0.88)
+HEADROOM_STEPS = tuple(round(1 - i * BACKOFF_STEP, 2) for i in range(MAX_ATTEMPTS))
 CANDIDATES_TRIED = 3
 
 
@@ -80,8 +89,7 @@ def _distinct_best(result: PlanResult, mode: Mode) -> list[Candidate]:
     the replay (for aggregated workers the per-step prompt budget is one: a deployment that
     fails with large steps may pass with smaller ones)."""
     if result.request.objective is Objective.MOST_GOODPUT:
-        order = sorted((c for c in result.candidates if c.mode is mode),
-                       key=lambda c: (-c.rate, c.gpus))
+        order = most_goodput_first(c for c in result.candidates if c.mode is mode)
     else:
         order = sorted((c for c in result.candidates if c.mode is mode),
                        key=lambda c: (c.gpus, c.prediction.ttft_p90_ms))
@@ -116,10 +124,10 @@ def _fallbacks(space: SearchSpace, ranked: list[Candidate],
             out += [c for f in steps if (c := at_rate(space, cand, cand.rate * f))]
         else:
             out += [cand] + [c for c in [with_one_more_worker(space, cand)] if c]
-    key = ((lambda c: -c.rate) if objective is Objective.MOST_GOODPUT
-           else (lambda c: (c.gpus, c.prediction.ttft_p90_ms)))
+    ordered = (most_goodput_first(out) if objective is Objective.MOST_GOODPUT
+               else sorted(out, key=lambda c: (c.gpus, c.prediction.ttft_p90_ms)))
     seen, unique = set(), []
-    for cand in sorted(out, key=key):
+    for cand in ordered:
         ident = (tuple((p.role, p.workers, p.tp, p.max_batch) for p in cand.pools),
                  round(cand.rate, 6))
         if ident not in seen:

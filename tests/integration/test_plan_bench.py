@@ -1,0 +1,79 @@
+"""`bench` on a graph `plan --emit --mock` wrote: the report sets the plan's prediction, its
+replay and AIPerf's measurement side by side, each row read from its own source."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dis_serve.bench.metrics import BenchResult
+from dis_serve.bench.plan_check import closest_point
+from relocate import relocate
+
+pytestmark = pytest.mark.integration
+DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
+# Plan-bench ports are 31700-31799 (worker system ports must stay below 32768).
+PORT_BASE = 31700
+# Short requests at 2/s: the plan is one aggregated TP1 worker, which 2 cores run easily.
+PLAN = ("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32", "--rate", "2",
+        "--ttft-ms", "500", "--itl-ms", "50")
+
+
+def _cli(*args, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([DIS_SERVE, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, check=False, env=os.environ | {"COLUMNS": "140"})
+
+
+def _row(section: str, name: str) -> list[float]:
+    line = next(line for line in section.splitlines() if line.startswith(f"| {name}"))
+    return [float(cell.replace(",", "")) for cell in line.strip("|").split("|")[1:]]
+
+
+def test_bench_of_an_emitted_mock_graph_tables_predicted_replayed_and_measured(tmp_path):
+    emitted = tmp_path / "planned.yaml"
+    planned = _cli(*PLAN, "--out", tmp_path / "plan", "--emit", emitted, "--mock")
+    assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr
+    # Only the ports move: mocker.profile_data still leads bench to the plan beside it.
+    graph = tmp_path / "planned-here.yaml"
+    graph.write_text(yaml.safe_dump(relocate(yaml.safe_load(emitted.read_text()),
+                                             "planned-bench", PORT_BASE), sort_keys=False))
+    scenario = tmp_path / "short.yaml"
+    scenario.write_text(yaml.safe_dump({
+        "name": "short", "input_tokens": {"mean": 128}, "output_tokens": {"mean": 32},
+        "requests": 8, "concurrency": [1], "sla": {"ttft_ms": 500, "itl_ms": 50}}))
+    benched = _cli("bench", graph, "--scenario", scenario, "--out", tmp_path / "bench")
+    assert benched.returncode == 0, benched.stdout[-3000:] + benched.stderr[-3000:]
+
+    section = (tmp_path / "bench" / "report.md").read_text().split(
+        "## Plan vs measurement", 1)[1].split("\n## ", 1)[0]
+    outcome = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    plan = outcome["plan"]
+    replay = next(r for r in outcome["replay"] if r["deployment"] == "plan")
+    result = BenchResult.model_validate_json((tmp_path / "bench" / "results.json").read_text())
+    point = closest_point(result, plan["requests_per_s"])
+    assert point is not None
+    measured_name = f"measured ({point.point.label})"
+    header = next(line for line in section.splitlines() if "TTFT mean" in line)
+    assert re.findall(r"TTFT mean|TTFT p90|ITL mean|ITL p90|req/s|tokens/s", header) == [
+        "TTFT mean", "TTFT p90", "ITL mean", "ITL p90", "req/s", "tokens/s"]
+    sources = {
+        "predicted (plan)": [plan["ttft_mean_ms"], plan["ttft_p90_ms"], plan["itl_mean_ms"],
+                             plan["itl_p90_ms"], plan["requests_per_s"]],
+        "replayed (Dynamo replay)": [replay["ttft_mean_ms"], replay["ttft_p90_ms"],
+                                     replay["itl_mean_ms"], replay["itl_p90_ms"],
+                                     replay["requests_per_s"]],
+        measured_name: [point.aiperf.ttft_ms.avg, point.aiperf.ttft_ms.p90,
+                        point.aiperf.itl_ms.avg, point.aiperf.itl_ms.p90,
+                        point.aiperf.request_throughput],
+    }
+    for name, expected in sources.items():
+        # The table rounds TTFT to 1 ms, ITL and req/s to 0.01.
+        assert _row(section, name)[:5] == pytest.approx(expected, abs=0.51), name
+    assert point.aiperf.completed_requests == 8 and point.aiperf.request_throughput > 0
