@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install system-packages demo test test-unit test-integration lint bench gpu-check clean
+.PHONY: install system-packages demo test test-unit test-integration lint bench chaos gpu-check clean
 
 install: system-packages $(STAMP)
 
@@ -50,6 +50,9 @@ test-unit: install
 
 lint: install
 	$(BIN)/ruff check .
+
+chaos: install
+	$(BIN)/dis-serve chaos --scenario benchmarks/chaos-demo.yaml --out .dis-serve/chaos-demo
 
 bench: install
 	$(BIN)/python benchmarks/run_all.py $(BENCH)

@@ -53,6 +53,37 @@ def assert_one_line_error(result: CliResult, *fragments: str, code: int = 2) -> 
         assert fragment in lines[0], (fragment, lines[0])
 
 
+def topology_variant(base: dict, **paths) -> str:
+    """The topology mapping `base` with dotted-path keys (`frontend__port`) replaced, as YAML
+    text."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(base)
+    for dotted, value in paths.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def aiperf_processes() -> set[int]:
+    """AIPerf's controller and its service processes (they retitle themselves `aiperf ...`)."""
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if cmdline.startswith("aiperf") or "/aiperf profile" in cmdline:
+            found.add(proc.pid)
+    return found
+
+
 def wait_until(predicate, timeout: float = 20.0) -> bool:
     """Poll `predicate` until it holds or `timeout` seconds pass; its last answer."""
     deadline = time.monotonic() + timeout

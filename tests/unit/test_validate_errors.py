@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import GRAPHS, assert_one_line_error
+from conftest import topology_variant as _variant
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())
 DISAGG_70B = yaml.safe_load((GRAPHS / "llama70b-h100-disagg.yaml").read_text())
@@ -18,18 +18,6 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "topology.yaml"
     path.write_text(text)
     return path
-
-
-def _variant(base: dict, **paths) -> str:
-    """The base topology with dotted-path keys replaced, as YAML text."""
-    data = copy.deepcopy(base)
-    for dotted, value in paths.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return yaml.safe_dump(data, sort_keys=False)
 
 
 def test_unknown_key_suggests_the_closest_known_key(run_cli, tmp_path):
@@ -192,3 +180,17 @@ def test_an_own_checkpoint_declared_prequantized_is_accepted(run_cli, tmp_path):
                     model__architecture=arch)
     assert_one_line_error(run_cli("validate", _write(tmp_path, text)),
                           "is not known to hold int8 weights", "model.prequantized: true")
+
+
+def test_deeply_nested_yaml_is_refused_in_one_line(run_cli, tmp_path):
+    result = run_cli("validate", _write(tmp_path, "name: " + "[" * 5000 + "]" * 5000))
+    assert_one_line_error(result, "topology.yaml", "nested more than")
+
+
+def test_ctrl_c_in_a_command_exits_130_with_one_line(run_cli, tmp_path, monkeypatch):
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dis_serve.yaml_input.load_model_file", interrupted)
+    result = run_cli("validate", tmp_path / "any.yaml")
+    assert_one_line_error(result, "interrupted", code=130)

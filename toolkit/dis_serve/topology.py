@@ -7,6 +7,7 @@ machine (ports in use, binaries, GPUs present are preflight's job).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from enum import StrEnum
@@ -122,10 +123,14 @@ class ProcessKind(StrEnum):
     FRONTEND = "frontend"
     WORKER = "worker"
 
+    def restart_policy(self, supervision: Supervision) -> Restart:
+        """This kind's restart policy in the topology's `supervision` section."""
+        return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
     @property
-    def restarts_on_crash(self) -> bool:
-        # Infrastructure dying takes the graph down; a worker dying is routine and retried.
-        return self is ProcessKind.WORKER
+    def serves_alone(self) -> bool:
+        """The graph cannot serve without this very process (a worker has pool peers)."""
+        return self is not ProcessKind.WORKER
 
     @property
     def stop_rank(self) -> int:
@@ -233,8 +238,25 @@ class KvTransferBackend(StrEnum):
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_SYSTEM_PORT = 32767
-# Graph and scenario names become Kubernetes names, namespaces and directory names.
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# Graph and scenario names become Kubernetes names, namespaces and directory names. Always
+# matched whole (re.fullmatch): `$` would also match before a trailing newline.
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
+# The frontend names a file after the served model name, and one path component holds 255
+# bytes (NAME_MAX): measured with Dynamo 1.6.1, a 255-byte name serves, a 256-byte one never
+# gets past "Model materialization failed" (File name too long).
+MAX_SERVED_NAME_BYTES = 255
+# model.id is a Hugging Face id or a path; Linux refuses longer paths (PATH_MAX) and longer
+# path components (NAME_MAX).
+MAX_MODEL_ID_BYTES = 4095
+MAX_PATH_COMPONENT_BYTES = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_valid_name(name: str) -> bool:
+    """The rule for graph and scenario names, matched against the whole name."""
+    return NAME_RE.fullmatch(name) is not None
+
+
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -285,6 +307,26 @@ class Model(_Strict):
         default=4096, gt=0, description="Longest prompt the graph must accept, in tokens.")
     max_output_tokens: int = Field(
         default=1024, gt=0, description="Longest completion the graph must produce, in tokens.")
+
+    @model_validator(mode="after")
+    def _check_names(self) -> Model:
+        for key, value in (("model.id", self.id), ("model.served_name", self.served_name)):
+            if value is not None and (match := _CONTROL.search(value)):
+                raise ValueError(f"{key} {value[:60]!r} holds the control character "
+                                 f"{match.group()!r}; remove it (names reach files, argv and "
+                                 "logs)")
+        too_long = next((part for part in self.id.split("/")
+                         if len(part.encode()) > MAX_PATH_COMPONENT_BYTES), None)
+        if len(self.id.encode()) > MAX_MODEL_ID_BYTES or too_long is not None:
+            raise ValueError(f"model.id is {len(self.id.encode())} bytes; the filesystem takes "
+                             f"at most {MAX_MODEL_ID_BYTES} bytes in a path and "
+                             f"{MAX_PATH_COMPONENT_BYTES} between slashes; shorten it")
+        if len(self.name.encode()) > MAX_SERVED_NAME_BYTES:
+            key = "model.served_name" if self.served_name else "model.id"
+            raise ValueError(f"{key} gives a served model name of {len(self.name.encode())} "
+                             f"bytes; Dynamo names files after it, which allows at most "
+                             f"{MAX_SERVED_NAME_BYTES}; set a shorter model.served_name")
+        return self
 
     @property
     def name(self) -> str:
@@ -377,11 +419,27 @@ class Router(_Strict):
 class Frontend(_Strict):
     """The OpenAI-compatible HTTP frontend."""
 
-    host: str = Field(default="127.0.0.1", description="Address the HTTP server binds.")
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address the HTTP server binds: an IP address of this machine "
+                    "(127.0.0.1, 0.0.0.0, ::1 ...) or localhost.")
     port: Port = Field(default=8000, description="HTTP port.")
     migration_limit: int = Field(
         default=3, ge=0, le=100,
         description="Times a request may move to another worker when its worker dies.")
+
+    @model_validator(mode="after")
+    def _host_is_an_address(self) -> Frontend:
+        if self.host == "localhost":
+            return self
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            raise ValueError(f"frontend.host {self.host[:60]!r} is not an IP address; the "
+                             "server binds an address, not a name: use 127.0.0.1 (this machine "
+                             "only), 0.0.0.0 (every interface) or one of this machine's "
+                             "addresses") from None
+        return self
 
 
 class Etcd(_Strict):
@@ -756,6 +814,58 @@ class Autoscale(_Strict):
         return getattr(self, role.value).min_replicas
 
 
+class Restart(_Strict):
+    """How the supervisor treats one kind of process that exits (any exit: they are meant
+    to run until stopped, so even status 0 counts), like systemd's Restart=always with a
+    StartLimitBurst, or a Kubernetes pod's CrashLoopBackOff."""
+
+    enabled: bool = Field(
+        default=True, description="Restart it (false: its first exit fails the graph).")
+    max_failures: int = Field(
+        default=5, ge=1, le=1000,
+        description="Exits within window_s after which this process is given up (the rest "
+                    "of the graph keeps serving if it can, reported as degraded).")
+    window_s: float = Field(default=300.0, gt=0, le=86400,
+                            description="The window max_failures counts exits in.")
+    backoff_base_s: float = Field(
+        default=1.0, gt=0, le=600,
+        description="Wait before the first restart; doubled for each further exit in a row.")
+    backoff_cap_s: float = Field(default=30.0, gt=0, le=3600,
+                                 description="Longest wait before a restart.")
+
+    def delay(self, consecutive_failures: int) -> float:
+        exponent = max(0, consecutive_failures - 1)
+        return min(self.backoff_cap_s, self.backoff_base_s * (2 ** min(exponent, 30)))
+
+
+class Liveness(_Strict):
+    """When a worker that runs but does not answer its health probe is restarted."""
+
+    failures: int = Field(
+        default=3, ge=1, le=100,
+        description="Failed health probes in a row (after the worker was ready once) that "
+                    "get it restarted.")
+    period_s: float = Field(default=1.0, gt=0, le=60, description="Seconds between probes.")
+    timeout_s: float = Field(default=1.0, gt=0, le=60,
+                             description="A probe not answered within this fails.")
+
+
+def _fast_infra_restart() -> Restart:
+    # etcd, NATS and the frontend start in well under a second: retry them quickly.
+    return Restart(backoff_base_s=0.2, backoff_cap_s=5.0)
+
+
+class Supervision(_Strict):
+    """Restart policy per process kind, and the workers' liveness check (`dis-serve up`)."""
+
+    etcd: Restart = Field(default_factory=_fast_infra_restart,
+                          description="etcd (its data directory is kept across restarts).")
+    nats: Restart = Field(default_factory=_fast_infra_restart,
+                          description="NATS (its JetStream directory is kept).")
+    frontend: Restart = Field(default_factory=_fast_infra_restart,
+                              description="The frontend with its router.")
+    workers: Restart = Field(default_factory=Restart, description="Every worker.")
+    liveness: Liveness = Field(default_factory=Liveness, description="Worker liveness.")
 class PlacementKind(StrEnum):
     LOCAL = "local"
     HOSTS = "hosts"
@@ -894,6 +1004,9 @@ class Topology(_Strict):
     mocker: Mocker = Field(default_factory=Mocker, description="Mocker-only settings.")
     observability: Observability = Field(
         default_factory=Observability, description="Health and metrics ports.")
+    supervision: Supervision = Field(
+        default_factory=Supervision,
+        description="Restart policy per process kind and worker liveness.")
     placement: Placement = Field(
         default_factory=Placement,
         description="Where processes run: local (default), hosts or slurm.")
@@ -996,8 +1109,8 @@ class Topology(_Strict):
         return self
 
     def _check_name(self) -> None:
-        if not NAME_RE.match(self.name):
-            raise ValueError(f"name {self.name!r} must be 2-40 lower-case letters, digits or "
+        if not is_valid_name(self.name):
+            raise ValueError(f"name {self.name[:60]!r} must be 2-40 lower-case letters, digits or "
                              "dashes, starting with a letter (it becomes a Kubernetes name)")
 
     def _check_architecture(self) -> None:

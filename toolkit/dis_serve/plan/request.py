@@ -123,6 +123,9 @@ class PlanRequest(BaseModel):
     def _check(self) -> PlanRequest:
         if self.rate is not None and self.budget is not None:
             raise ValueError("give either `rate` or `budget`, not both")
+        if self.rate is None and self.budget is None and self.trace is None:
+            raise ValueError("give `rate` (requests/s to serve with the fewest GPUs) or "
+                             "`budget` (GPUs to get the most goodput from)")
         if self.trace is None and (self.isl is None or self.osl is None):
             raise ValueError("give `isl` and `osl`, or a `trace`")
         if self.trace is not None and (self.isl is not None or self.osl is not None):
