@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install system-packages demo test test-unit test-integration lint bench clean
+.PHONY: install system-packages demo test test-unit test-integration lint bench chaos gpu-check clean
 
 install: system-packages $(STAMP)
 
@@ -51,8 +51,16 @@ test-unit: install
 lint: install
 	$(BIN)/ruff check .
 
+chaos: install
+	$(BIN)/dis-serve chaos --scenario benchmarks/chaos-demo.yaml --out .dis-serve/chaos-demo
+
 bench: install
 	$(BIN)/python benchmarks/run_all.py $(BENCH)
+
+# On an H100/H200 host with TensorRT-LLM (README, Install): a real 1 prefill + 1 decode graph
+# up, a smoke benchmark, down, and a one-line verdict. Not part of `test` or `bench`: no CI.
+gpu-check: install
+	$(BIN)/python benchmarks/gpu_check.py
 
 clean:
 	-$(BIN)/dis-serve down --all 2>/dev/null

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import sys
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +53,37 @@ def assert_one_line_error(result: CliResult, *fragments: str, code: int = 2) -> 
         assert fragment in lines[0], (fragment, lines[0])
 
 
+def topology_variant(base: dict, **paths) -> str:
+    """The topology mapping `base` with dotted-path keys (`frontend__port`) replaced, as YAML
+    text."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(base)
+    for dotted, value in paths.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def aiperf_processes() -> set[int]:
+    """AIPerf's controller and its service processes (they retitle themselves `aiperf ...`)."""
+    import psutil
+
+    found = set()
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if cmdline.startswith("aiperf") or "/aiperf profile" in cmdline:
+            found.add(proc.pid)
+    return found
+
+
 def wait_until(predicate, timeout: float = 20.0) -> bool:
     """Poll `predicate` until it holds or `timeout` seconds pass; its last answer."""
     deadline = time.monotonic() + timeout
@@ -58,3 +92,67 @@ def wait_until(predicate, timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.05)
     return predicate()
+
+
+class _AisimulateStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Empty modules for `aisimulate_core` and below, the one import of Dynamo's planner
+    package that cannot be installed here (its PyPI package downloads from a host outside
+    the registries). Nothing we validate calls into it."""
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "aisimulate_core":
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+@dataclass(frozen=True)
+class DynamoSchemas:
+    dgd: type
+    """dynamo.profiler.utils.config.Config: Dynamo 1.6.1's model of a DynamoGraphDeployment."""
+    planner: type
+    """dynamo.planner.config.planner_config.PlannerConfig: what `dynamo.planner --config`
+    accepts."""
+
+
+@pytest.fixture(scope="session")
+def dynamo_schemas() -> DynamoSchemas:
+    """Dynamo 1.6.1's own pydantic models, imported as shipped with only `aisimulate_core`
+    stubbed."""
+    stub = _AisimulateStub()
+    sys.meta_path.insert(0, stub)
+    try:
+        from dynamo.planner.config.planner_config import PlannerConfig
+        from dynamo.profiler.utils.config import Config
+    finally:
+        sys.meta_path.remove(stub)
+    return DynamoSchemas(dgd=Config, planner=PlannerConfig)
+
+
+# The Kubernetes release whose OpenAPI schema pod templates are checked against.
+KUBERNETES_VERSION = "1.33"
+
+
+def validate_pod_template(template: dict) -> None:
+    """Raise unless `template` is a valid core/v1 PodTemplateSpec (unknown fields included),
+    checked by kubernetes-validate against Kubernetes' own schema."""
+    import kubernetes_validate
+
+    kubernetes_validate.validate(
+        {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "check"},
+         "template": template}, KUBERNETES_VERSION, strict=True)
+
+
+def validate_manifest(document: dict) -> None:
+    """Raise unless a built-in Kubernetes object (Job, PVC, NetworkPolicy, Service,
+    ConfigMap) is valid against Kubernetes' own schema, unknown fields included."""
+    import kubernetes_validate
+
+    kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)

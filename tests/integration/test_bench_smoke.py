@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import GRAPHS, REPO
+from conftest import GRAPHS, REPO, aiperf_processes
 from dis_serve.bench.metrics import BenchResult
 from dis_serve.bench.progress import SilentObserver
 from dis_serve.bench.scenario import load_scenario
@@ -65,18 +65,6 @@ def _processes_mentioning(text: str) -> list[str]:
         cmdline = " ".join(proc.info["cmdline"] or [])
         if text in cmdline:
             found.append(cmdline)
-    return found
-
-
-def _aiperf_processes() -> set[int]:
-    """AIPerf's controller and its service processes (they retitle themselves `aiperf ...`)."""
-    found = set()
-    for proc in psutil.process_iter(["cmdline", "status"]):
-        if proc.info["status"] == psutil.STATUS_ZOMBIE:
-            continue
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if cmdline.startswith("aiperf") or "/aiperf profile" in cmdline:
-            found.add(proc.pid)
     return found
 
 
@@ -166,12 +154,12 @@ def test_interrupted_sweep_keeps_finished_points_and_resumes(home, demo_graph, d
             if point == second and elapsed_s > 1.0:
                 raise KeyboardInterrupt
 
-    before = _aiperf_processes()
+    before = aiperf_processes()
     with pytest.raises(KeyboardInterrupt):
         run_sweep(scenario, target, out, InterruptSecondPoint())
     assert point_file(out, first).is_file()
     assert not point_file(out, second).exists()
-    assert _aiperf_processes() - before == set()  # AIPerf stopped, nothing left behind
+    assert aiperf_processes() - before == set()  # AIPerf stopped, nothing left behind
 
     class Recorder(SilentObserver):
         reused, started = [], []

@@ -22,14 +22,14 @@ from dis_serve.coordination.etcd_view import namespace_keys
 from dis_serve.coordination.nats_view import connect
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.rundir import RunDir
-from dis_serve.launch.supervisor import RestartPolicy
 from dis_serve.topology import Topology
 from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
 # Dynamo reads ETCD_LEASE_TTL (seconds, default 30); a short one keeps the expiry wait short.
 LEASE_TTL_S = 5
-NO_RESTART = RestartPolicy(backoff_base_s=300)
+# The killed worker must stay dead while its registration is watched.
+NO_RESTART = {"workers": {"backoff_base_s": 300, "backoff_cap_s": 300}}
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 
 
@@ -61,8 +61,8 @@ def test_a_killed_worker_is_stale_until_its_lease_expires_then_disappears(
         tmp_path, monkeypatch, run_cli):
     monkeypatch.setenv("ETCD_LEASE_TTL", str(LEASE_TTL_S))
     monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
-    topo = _topology("it-doc-kill", 18600, decode=2)
-    with start_graph(topo, run_root=tmp_path, policy=NO_RESTART) as graph:
+    topo = _topology("it-doc-kill", 18600, decode=2, supervision=NO_RESTART)
+    with start_graph(topo, run_root=tmp_path) as graph:
         code, healthy = _doctor(run_cli, topo.name)
         assert code == 0, healthy["findings"]
         assert {r["lease_ttl_s"] for r in healthy["etcd"]["registrations"]} == {LEASE_TTL_S}

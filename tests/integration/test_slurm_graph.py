@@ -68,7 +68,8 @@ def test_the_demo_graph_as_a_slurm_job_serves_and_down_cancels_it(slurm, tmp_pat
     home = tmp_path / "home"
     topology = _topology(tmp_path, "it-slurm", BASE)
 
-    up = _cli(slurm, home, "up", str(topology), "--detach", "--timeout", "120")
+    # No --timeout: up on Slurm waits the workers' startup budget (the mocker's 120 s).
+    up = _cli(slurm, home, "up", str(topology), "--detach")
     assert up.returncode == 0, up.stdout + up.stderr
     run = RunDir.for_graph("it-slurm", home)
     job = read_job(run)

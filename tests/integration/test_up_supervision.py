@@ -17,20 +17,22 @@ from dis_serve.errors import RunError
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.process import same_process
 from dis_serve.launch.status import ProcessState
-from dis_serve.launch.supervisor import RestartPolicy
+from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 from relocate import relocate
 
 pytestmark = pytest.mark.integration
-FAST = RestartPolicy(backoff_base_s=0.2, backoff_cap_s=1.0, max_failures=3, window_s=60)
+FAST = {"backoff_base_s": 0.2, "backoff_cap_s": 1.0, "max_failures": 3, "window_s": 60}
 
 
-def _topology(name: str, base: int, **pools) -> Topology:
+def _topology(name: str, base: int, workers_restart: dict | None = None, **pools) -> Topology:
     """The demo graph under another name, on ports base..base+19 (tests use 18000-18999)."""
     data = relocate(load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json"), name, base)
     for role, workers in pools.items():
         data["pools"][role]["workers"] = workers
+    if workers_restart:
+        data["supervision"]["workers"] |= workers_restart
     return Topology.model_validate(data)
 
 
@@ -46,7 +48,7 @@ def _all_gone(status) -> bool:
 
 
 def test_a_crashed_worker_is_restarted_and_serves_again(tmp_path):
-    with start_graph(_topology("it-restart", 18200), run_root=tmp_path, policy=FAST) as graph:
+    with start_graph(_topology("it-restart", 18200, FAST), run_root=tmp_path) as graph:
         victim = graph.status().process("prefill-0")
         os.killpg(victim.pid, signal.SIGKILL)
         assert wait_until(lambda: graph.status().process("prefill-0").restarts == 1
@@ -59,9 +61,9 @@ def test_a_crashed_worker_is_restarted_and_serves_again(tmp_path):
 
 
 def test_killing_a_decode_worker_mid_stream_keeps_the_endpoint_answering(tmp_path):
-    topo = _topology("it-failover", 18250, decode=2)
-    slow = RestartPolicy(backoff_base_s=60)  # decode-0 stays dead for the whole test
-    with start_graph(topo, run_root=tmp_path, policy=slow) as graph:
+    # decode-0 stays dead for the whole test
+    topo = _topology("it-failover", 18250, {"backoff_base_s": 60}, decode=2)
+    with start_graph(topo, run_root=tmp_path) as graph:
         started = threading.Barrier(7)
         tokens: list[int] = []
 
@@ -91,6 +93,12 @@ def test_killing_a_decode_worker_mid_stream_keeps_the_endpoint_answering(tmp_pat
         assert all(_chat_ok(graph) for _ in range(5))
 
 
+def test_the_readiness_budget_defaults_to_the_workers_startup_budget(tmp_path):
+    topo = _topology("it-budget", 18350)
+    with start_graph(topo, run_root=tmp_path) as graph:
+        assert graph.supervisor.ready_timeout_s == worker_startup_budget_s(topo)
+
+
 def test_a_graph_not_ready_in_time_names_the_process_and_stops_everything(tmp_path):
     with pytest.raises(RunError) as failure:
         start_graph(_topology("it-timeout", 18300), run_root=tmp_path, ready_timeout_s=0.3)
@@ -103,12 +111,12 @@ def test_a_graph_not_ready_in_time_names_the_process_and_stops_everything(tmp_pa
 
 
 def test_a_worker_that_keeps_crashing_makes_the_graph_give_up(tmp_path):
-    topo = _topology("it-giveup", 18350)
+    topo = _topology("it-giveup", 18350, FAST)
     topo = topo.model_copy(update={"mocker": topo.mocker.model_copy(
         update={"profile_data": str(tmp_path / "missing.npz")})})
     started = time.monotonic()
     with pytest.raises(RunError) as failure:
-        start_graph(topo, run_root=tmp_path, policy=FAST, ready_timeout_s=60)
+        start_graph(topo, run_root=tmp_path, ready_timeout_s=60)
     assert time.monotonic() - started < 60
     assert "crashed 3 times" in str(failure.value)
     assert "giving up" in str(failure.value)

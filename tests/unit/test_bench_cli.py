@@ -3,6 +3,8 @@ started (every case here fails before a graph or AIPerf would run)."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import GRAPHS, REPO, assert_one_line_error
 
 SMOKE = REPO / "benchmarks" / "smoke.yaml"
@@ -59,6 +61,22 @@ def test_negative_max_regression_is_refused(run_cli):
     result = run_cli("bench", "--scenario", SMOKE, "--baseline", "b.json",
                      "--max-regression", "-5")
     assert_one_line_error(result, "--max-regression", "negative")
+
+
+def test_a_baseline_of_another_topology_is_refused_before_any_point_runs(run_cli):
+    # The URL answers nothing: a check made after the sweep started would fail on it first.
+    result = run_cli("bench", "--scenario", SMOKE, "--url", "http://127.0.0.1:1",
+                     "--topology", GRAPHS / "agg-mocker.yaml", "--baseline",
+                     REPO / "benchmarks" / "baselines" / "smoke-demo.json",
+                     "--max-regression", "10")
+    assert_one_line_error(result, "smoke-demo.json", "baseline is for topology 'demo'")
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "localhost:8000", "ftp://127.0.0.1:8000",
+                                 "http://127.0.0.1:99999", "http://127.0.0.1:8000/v1?x=1"])
+def test_a_malformed_url_is_bad_input(run_cli, url):
+    result = run_cli("bench", "--scenario", SMOKE, "--url", url)
+    assert_one_line_error(result, "--url")
 
 
 def test_compare_needs_a_second_topology_or_vary(run_cli):

@@ -3,12 +3,22 @@ scenario, topology, endpoint and point; a torn or foreign file means the point r
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from dis_serve.bench.progress import SilentObserver, parse_request_count
 from dis_serve.bench.server_metrics import MetricsEndpoint
-from dis_serve.bench.sweep import fingerprint, load_checkpoint, point_file, run_sweep
+from dis_serve.bench.sweep import (
+    fingerprint,
+    load_checkpoint,
+    point_file,
+    run_sweep,
+    sweep_lock,
+)
 from dis_serve.bench.target import BenchTarget
+from dis_serve.errors import RunError
 from fixtures.aiperf.load import smoke_result
 
 
@@ -106,3 +116,11 @@ def test_frontend_request_counter_sums_every_series():
 
 def test_server_without_the_counter_gives_no_count():
     assert parse_request_count("vllm:num_requests_running 3\n") is None
+
+
+def test_a_second_sweep_into_a_held_output_directory_fails_at_once(tmp_path):
+    with sweep_lock(tmp_path), pytest.raises(RunError, match=f"pid {os.getpid()}"), \
+            sweep_lock(tmp_path):
+        pass
+    with sweep_lock(tmp_path):  # released when the holder ends
+        pass

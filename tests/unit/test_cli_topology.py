@@ -6,7 +6,7 @@ import json
 
 import yaml
 
-from conftest import GRAPHS
+from conftest import GRAPHS, assert_one_line_error
 
 
 def test_schema_prints_a_json_schema_with_described_fields(run_cli):
@@ -55,7 +55,8 @@ def test_render_all_writes_local_plan_script_engine_configs_and_manifest(run_cli
     assert decode["tensor_parallel_size"] == 2
     kinds = [d["kind"] for d in yaml.safe_load_all((tmp_path / "k8s" / "deployment.yaml")
                                                     .read_text())]
-    assert kinds == ["ConfigMap", "DynamoGraphDeployment"]
+    assert kinds == ["PersistentVolumeClaim", "Job", "ConfigMap", "NetworkPolicy",
+                     "DynamoGraphDeployment"]
 
 
 def test_render_rejects_an_unknown_target(run_cli, tmp_path):
@@ -87,3 +88,15 @@ def test_rendering_the_demo_for_kubernetes_warns_that_its_card_is_local(run_cli,
     result = run_cli("render", GRAPHS / "demo.yaml", "--target", "k8s", "--out", tmp_path)
     assert result.exit_code == 0
     assert "cannot download" in result.stdout and "model.id" in result.stdout
+
+
+def test_a_local_model_path_is_refused_for_kubernetes_naming_the_claim_fix(run_cli, tmp_path):
+    data = yaml.safe_load((GRAPHS / "llama8b-8gpu-disagg.yaml").read_text())
+    data["model"]["id"] = "/data/llama-3.1-8b-instruct"
+    path = tmp_path / "local-path.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run_cli("render", path, "--target", "k8s", "--out", tmp_path / "out")
+    assert_one_line_error(result, "model.id", "/data/llama-3.1-8b-instruct",
+                          "kubernetes.model_cache.existing: true")
+    assert not (tmp_path / "out").exists()
+    assert run_cli("render", path, "--target", "local", "--out", tmp_path / "out").exit_code == 0

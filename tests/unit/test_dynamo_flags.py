@@ -28,7 +28,9 @@ from dis_serve.render.shell_words import runtime
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
-TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml"]
+TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml",
+                 # --publish-metrics (autoscaled) and the graph `make gpu-check` runs.
+                 "llama70b-h100-disagg-planner.yaml", "../benchmarks/gpu/qwen3-0.6b-1p1d.yaml"]
 MOCKER_GRAPHS = ["demo.yaml", "agg-mocker.yaml"]
 ALL_GRAPHS = TRTLLM_GRAPHS + MOCKER_GRAPHS
 
@@ -111,7 +113,23 @@ def test_mocker_argv_parses_with_dynamo_mocker_parser(graph, target):
         assert args.disaggregation_mode == role.disaggregation_mode
         assert args.max_num_seqs == pool.max_batch_size
         assert args.max_num_batched_tokens == pool.max_num_tokens
-        assert args.endpoint.startswith(f"dyn://{topo.namespace}.")
+        if params.namespace is not None:
+            assert args.endpoint == f"dyn://{params.namespace}.{role.dynamo_component}.generate"
+
+
+def test_a_mocker_on_kubernetes_registers_in_the_namespace_the_operator_gives_it(monkeypatch):
+    """The operator names the Dynamo namespace NAMESPACE-NAME (and may add a worker suffix);
+    the rendered argv names none, so the mocker builds its endpoint from DYN_NAMESPACE."""
+    topo = _load("demo.yaml")
+    params = TARGETS["k8s"](topo)
+    monkeypatch.setenv("DYN_NAMESPACE", "llm-demo")
+    monkeypatch.delitem(sys.modules, "dynamo.mocker.args", raising=False)
+    from dynamo.mocker.args import parse_args
+
+    for role, _ in topo.active_pools():
+        argv = mocker_args(topo, role, params)
+        assert "--endpoint" not in argv
+        assert parse_args(argv).endpoint == f"dyn://llm-demo.{role.dynamo_component}.generate"
 
 
 def test_a_mocker_without_prefix_caching_is_told_so_in_its_own_flag():
@@ -145,6 +163,8 @@ def test_trtllm_argv_parses_with_dynamo_trtllm_parser(graph, target, trtllm_pars
         assert config.tensor_parallel_size == pool.tensor_parallel
         assert config.max_batch_size == pool.max_batch_size
         assert config.publish_kv_events is role.publishes_kv_events
+        # Iteration metrics cost throughput: on only when asked for or autoscaled.
+        assert config.publish_metrics is topo.publishes_engine_metrics
 
 
 def test_prefill_workers_register_under_the_prefill_component(trtllm_parse_args):
@@ -176,3 +196,12 @@ def test_the_operator_supplies_namespace_and_discovery_in_kubernetes():
     params = k8s_target(topo)
     assert "--namespace" not in trtllm_args(topo, PoolRole.DECODE, params)
     assert not {"DYN_NAMESPACE", "ETCD_ENDPOINTS", "NATS_SERVER"} & set(dynamo_env(topo, params))
+
+
+def test_engine_metrics_are_published_when_the_topology_asks_for_them(trtllm_parse_args):
+    topo = _load("llama70b-h100-disagg.yaml")
+    assert trtllm_parse_args(trtllm_args(topo, PoolRole.DECODE, _local(topo))).publish_metrics \
+        is False
+    asked = topo.model_copy(update={"observability": topo.observability.model_copy(
+        update={"engine_metrics": True})})
+    assert trtllm_parse_args(trtllm_args(asked, PoolRole.DECODE, _local(asked))).publish_metrics

@@ -14,7 +14,11 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
-from dis_serve.render.engine_config import cuda_graph_batch_sizes, render_engine_configs
+from dis_serve.render.engine_config import (
+    cuda_graph_batch_sizes,
+    load_template,
+    render_engine_configs,
+)
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -89,7 +93,30 @@ def test_pool_sizing_and_kv_cache_come_from_the_topology():
     assert decode["max_num_tokens"] == pool.max_num_tokens
     assert decode["max_seq_len"] == topo.model.max_input_tokens + topo.model.max_output_tokens
     assert decode["kv_cache_config"]["dtype"] == "fp8"
-    assert decode["kv_cache_config"]["free_gpu_memory_fraction"] == pool.free_gpu_memory_fraction
+    assert decode["kv_cache_config"]["free_gpu_memory_fraction"] == \
+        load_template(PoolRole.DECODE)["kv_cache_config"]["free_gpu_memory_fraction"]
+
+
+def test_kv_cache_share_defaults_per_role_as_nvidias_disagg_recipe():
+    configs = _configs("llama70b-h100-disagg.yaml")
+    fractions = {role: config["kv_cache_config"]["free_gpu_memory_fraction"]
+                 for role, config in configs.items()}
+    # deepseek-r1/disagg/simple: prefill 0.75 (activations for long prompts), decode 0.85.
+    assert fractions == {PoolRole.PREFILL: 0.75, PoolRole.DECODE: 0.85}
+
+
+def test_a_pools_own_kv_cache_share_overrides_the_role_default():
+    data = yaml.safe_load((GRAPHS / "llama70b-h100-disagg.yaml").read_text())
+    data["pools"]["decode"]["free_gpu_memory_fraction"] = 0.8
+    configs = render_engine_configs(Topology.model_validate(data))
+    assert configs[PoolRole.DECODE]["kv_cache_config"]["free_gpu_memory_fraction"] == 0.8
+    assert configs[PoolRole.PREFILL]["kv_cache_config"]["free_gpu_memory_fraction"] == 0.75
+
+
+def test_prefill_captures_no_cuda_graphs_and_decode_captures_its_batch_sizes():
+    configs = _configs("llama70b-h100-disagg.yaml")
+    assert "cuda_graph_config" not in configs[PoolRole.PREFILL]
+    assert configs[PoolRole.DECODE]["cuda_graph_config"]["batch_sizes"][-1] == 256
 
 
 def test_cuda_graphs_cover_every_batch_up_to_the_limit():

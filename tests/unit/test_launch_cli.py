@@ -7,6 +7,7 @@ import os
 import pytest
 
 from conftest import GRAPHS
+from dis_serve.launch.process import create_time
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 
@@ -17,14 +18,16 @@ def home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
-def _record(home, name="g1", phase=GraphPhase.READY) -> RunDir:
-    """A run directory whose supervisor is gone: our pid, but a create time it never had."""
+def _record(home, name="g1", phase=GraphPhase.READY, *, alive=False, **extra) -> RunDir:
+    """A run directory whose supervisor is gone: our pid, but a create time it never had
+    (or, `alive`, the one it has: this test process stands in for a live supervisor)."""
     run = RunDir.for_graph(name, home)
     run.prepare()
     run.write_state(GraphStatus(
         name=name, namespace=f"dis-serve-{name}", run_dir=str(run.path),
         endpoint="http://127.0.0.1:18999", model_name="m", supervisor_pid=os.getpid(),
-        supervisor_create_time=1.0, phase=phase, started_at=0.0,
+        supervisor_create_time=create_time(os.getpid()) if alive else 1.0, phase=phase,
+        started_at=0.0, **extra,
         processes=[ProcessStatus(name="frontend", kind="frontend", pid=None,
                                  state=ProcessState.READY, ports={"http": 18999})]))
     run.log_file("frontend").write_text("one\n\x1b[32mtwo\x1b[0m\n")
@@ -67,7 +70,7 @@ def test_status_with_no_graph_fails_with_the_next_step(run_cli):
 def test_status_of_a_graph_whose_supervisor_died_says_it_is_gone(run_cli, home):
     _record(home)
     result = run_cli("status", "g1")
-    assert result.exit_code == 0
+    assert result.exit_code == 1
     assert "is gone" in result.stdout
     assert "dis-serve down g1" in result.stdout
 
@@ -106,3 +109,31 @@ def test_help_lists_the_launch_commands(run_cli):
     result = run_cli("--help")
     for command in ("up", "status", "logs", "down"):
         assert command in result.stdout
+
+
+@pytest.fixture
+def no_router_view(monkeypatch):
+    """A live graph's `status` also asks etcd for the router's view: none runs here."""
+    monkeypatch.setattr("dis_serve.cli.launch_cmds._print_router_and_leases", lambda run: None)
+
+
+def test_status_of_a_degraded_graph_exits_3_and_says_what_is_wrong(run_cli, home,
+                                                                     no_router_view):
+    _record(home, phase=GraphPhase.DEGRADED, alive=True,
+            problems=["decode-1: crashed 5 times within 300 s; giving up"])
+    result = run_cli("status", "g1")
+    assert result.exit_code == 3
+    assert "g1: degraded" in result.stdout
+    assert "degraded: decode-1: crashed 5 times" in result.stdout
+
+
+def test_status_of_a_failed_graph_exits_1(run_cli, home):
+    _record(home, phase=GraphPhase.FAILED, error="frontend crashed 5 times")
+    result = run_cli("status", "g1")
+    assert result.exit_code == 1
+    assert "error: frontend crashed 5 times" in result.stdout
+
+
+def test_status_of_a_ready_graph_exits_0(run_cli, home, no_router_view):
+    _record(home, alive=True)
+    assert run_cli("status", "g1").exit_code == 0

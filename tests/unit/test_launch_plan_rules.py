@@ -8,9 +8,9 @@ import pytest
 
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.launch.readiness import RouterView, expected_workers
-from dis_serve.launch.supervisor import RestartPolicy, stop_order
+from dis_serve.launch.supervisor import stop_order
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
-from dis_serve.topology import ProcessKind, Topology
+from dis_serve.topology import ProcessKind, Restart, Topology
 from dis_serve.yaml_input import load_model_file
 
 
@@ -22,12 +22,12 @@ def _plan(**update):
 
 
 def test_backoff_doubles_from_the_base():
-    policy = RestartPolicy(backoff_base_s=0.5, backoff_cap_s=100)
+    policy = Restart(backoff_base_s=0.5, backoff_cap_s=100)
     assert [policy.delay(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
 
 
 def test_backoff_is_capped():
-    policy = RestartPolicy(backoff_base_s=1, backoff_cap_s=30)
+    policy = Restart(backoff_base_s=1, backoff_cap_s=30)
     assert policy.delay(6) == 30
     assert policy.delay(10_000) == 30
 

@@ -6,11 +6,15 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from dis_serve.ansi import strip_ansi
 from dis_serve.builtin import DEMO_TOPOLOGY
-from dis_serve.launch.preflight import exposure_warnings, find_binary, port_key
+from dis_serve.errors import PreflightError
+from dis_serve.launch.preflight import check_ports, exposure_warnings, find_binary, port_key
 from dis_serve.launch.process import create_time, same_process
 from dis_serve.launch.rundir import RunDir, default_root, list_runs
+from dis_serve.launch.status import GraphPhase, GraphStatus
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
@@ -28,20 +32,20 @@ def test_runs_default_to_dot_dis_serve_in_the_working_directory(monkeypatch, tmp
 
 
 def test_list_runs_finds_every_graph_directory(tmp_path):
-    for name in ("b", "a"):
+    for name in ("bb", "aa"):
         RunDir.for_graph(name, tmp_path).prepare()
-    assert [r.name for r in list_runs(tmp_path)] == ["a", "b"]
+    assert [r.name for r in list_runs(tmp_path)] == ["aa", "bb"]
 
 
 def test_tail_returns_the_last_lines_without_colour(tmp_path):
-    run = RunDir.for_graph("g", tmp_path)
+    run = RunDir.for_graph("gr", tmp_path)
     run.prepare()
     run.log_file("etcd").write_text("".join(f"\x1b[2mline {i}\x1b[0m\n" for i in range(50)))
     assert run.tail("etcd", 3) == ["line 47", "line 48", "line 49"]
 
 
 def test_tail_of_a_missing_log_is_empty(tmp_path):
-    assert RunDir.for_graph("g", tmp_path).tail("nope") == []
+    assert RunDir.for_graph("gr", tmp_path).tail("nope") == []
 
 
 def test_strip_ansi_removes_rust_log_colours():
@@ -106,7 +110,7 @@ def test_a_frontend_on_a_public_address_is_flagged():
 
 
 def test_follow_yields_only_lines_appended_after_it_started(tmp_path):
-    run = RunDir.for_graph("g", tmp_path)
+    run = RunDir.for_graph("gr", tmp_path)
     run.prepare()
     run.log_file("frontend").write_text("old\n")
     lines = run.follow(["frontend"], poll_s=0.01)
@@ -116,3 +120,58 @@ def test_follow_yields_only_lines_appended_after_it_started(tmp_path):
     with run.log_file("frontend").open("a") as log:
         log.write(" done\n")
     assert next(lines) == ("frontend", "half done")
+
+
+def test_a_frontend_host_that_is_not_this_machines_is_not_called_a_port_in_use():
+    topo = _demo(frontend__host="192.0.2.1")  # TEST-NET-1: never a local address
+    plan = render_launch_plan(topo, RenderContext(run_dir=Path("/run/x")))
+    plan = plan.model_copy(update={"processes": [plan.process("frontend")]})
+    with pytest.raises(PreflightError, match="not an address of this machine"):
+        check_ports(plan, topo)
+
+
+def test_a_run_directory_and_its_files_are_private(tmp_path):
+    run = RunDir.for_graph("gr", tmp_path)
+    run.prepare()
+    run.write_state(_status("gr"))
+    os.close(run.open_log("frontend"))
+    assert run.path.stat().st_mode & 0o777 == 0o700
+    assert run.logs.stat().st_mode & 0o777 == 0o700
+    assert run.state_file.stat().st_mode & 0o777 == 0o600
+    assert run.log_file("frontend").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_log_past_its_size_is_rotated_in_place_and_the_writer_appends_on(tmp_path):
+    run = RunDir.for_graph("gr", tmp_path)
+    fd = run.open_log("frontend")  # what a child process holds
+    try:
+        for generation in range(4):
+            os.write(fd, f"gen{generation} ".encode() * 10)
+            assert run.rotate_logs(max_bytes=20, backups=2) == ["frontend"]
+        os.write(fd, b"new")
+    finally:
+        os.close(fd)
+    logs = sorted(p.name for p in run.logs.iterdir())
+    assert logs == ["frontend.log", "frontend.log.1", "frontend.log.2"]
+    assert run.log_file("frontend").read_bytes() == b"new"
+    assert run.logs.joinpath("frontend.log.1").read_text().startswith("gen3")
+    assert run.logs.joinpath("frontend.log.2").read_text().startswith("gen2")
+
+
+def test_a_new_run_keeps_the_previous_runs_logs_up_to_keep_runs(tmp_path):
+    run = RunDir.for_graph("gr", tmp_path)
+    for started in range(4):
+        run.prepare()
+        run.log_file("frontend").write_text(f"run {started}\n")
+        run.write_state(_status("gr", started_at=1_700_000_000 + started))
+        run.archive_previous(keep_runs=2)
+    kept = sorted(run.previous.iterdir())
+    assert [(p / "logs" / "frontend.log").read_text() for p in kept] == ["run 2\n", "run 3\n"]
+    assert not run.logs.exists() and not run.state_file.exists()
+
+
+def _status(name: str, started_at: float = 0.0) -> GraphStatus:
+    return GraphStatus(name=name, namespace=f"dis-serve-{name}", run_dir="/r",
+                       endpoint="http://127.0.0.1:1", model_name="m", supervisor_pid=1,
+                       supervisor_create_time=1.0, phase=GraphPhase.STOPPED,
+                       started_at=started_at, processes=[])

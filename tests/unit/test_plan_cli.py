@@ -36,6 +36,7 @@ def test_the_emitted_topology_passes_validate(run_cli, tmp_path):
 @pytest.mark.parametrize(("args", "says"), [
     (("--model", "gpt-5"), "unknown model 'gpt-5'"),
     (("--budget", "48", "--rate", "3"), "either --rate or --budget"),
+    ((), "give --rate"),
     (("--budget", "48", "--compare-split", "8-40"), "PREFILL:DECODE"),
     (("--budget", "48", "--gpu", "tpu"), "unknown GPU 'tpu'"),
 ])

@@ -11,7 +11,8 @@ from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.planner import make_plan
 from dis_serve.plan.replay import kv_blocks, replay_plan
 from dis_serve.plan.request import build_request
-from dis_serve.topology import Backend, Mode, PoolRole, Topology
+from dis_serve.render.k8s_planner import planner_config
+from dis_serve.topology import Backend, Mode, PoolRole, Topology, WeightDtype
 from dis_serve.yaml_input import load_model_file
 
 
@@ -82,6 +83,21 @@ def test_the_replay_agrees_with_the_prediction_within_ten_percent(planned, profi
     assert result.itl_mean_ms == pytest.approx(plan.prediction.itl_ms, rel=0.10)
     assert result.served_rate == pytest.approx(plan.rate, rel=0.10)
     assert result.sla_met_share >= 0.9
+
+
+def test_an_fp8_plan_names_the_fp8_checkpoint_the_workers_must_load(planned):
+    request = planned.request.model_copy(update={"dtype": WeightDtype.FP8})
+    topo = plan_topology(planned.chosen, request, planned.workload)
+    assert topo.model.id == "nvidia/Llama-3.1-70B-Instruct-FP8"
+
+
+def test_an_autoscaled_plan_hands_its_targets_and_gpus_to_dynamos_planner(
+        planned, dynamo_schemas):
+    request = planned.request.model_copy(update={"autoscale": True})
+    topo = plan_topology(planned.chosen, request, planned.workload)
+    config = dynamo_schemas.planner.model_validate(planner_config(topo))
+    assert (config.ttft_ms, config.itl_ms) == (1000.0, 50.0)
+    assert config.max_gpu_budget == planned.chosen.gpus
 
 
 def test_a_big_deployment_is_replayed_as_a_slice_with_its_ratio_and_share_of_the_rate():

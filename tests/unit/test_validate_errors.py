@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import GRAPHS, assert_one_line_error
+from conftest import topology_variant as _variant
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())
 DISAGG_70B = yaml.safe_load((GRAPHS / "llama70b-h100-disagg.yaml").read_text())
@@ -18,18 +18,6 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "topology.yaml"
     path.write_text(text)
     return path
-
-
-def _variant(base: dict, **paths) -> str:
-    """The base topology with dotted-path keys replaced, as YAML text."""
-    data = copy.deepcopy(base)
-    for dotted, value in paths.items():
-        node = data
-        *parents, leaf = dotted.split("__")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return yaml.safe_dump(data, sort_keys=False)
 
 
 def test_unknown_key_suggests_the_closest_known_key(run_cli, tmp_path):
@@ -159,3 +147,50 @@ def test_mode_and_pools_must_agree(run_cli, tmp_path):
     text = _variant(DEMO, mode="agg")
     result = run_cli("validate", _write(tmp_path, text))
     assert_one_line_error(result, "pools.prefill is set but mode is agg", "set mode: disagg")
+
+
+def test_fp8_on_the_bf16_checkpoint_is_refused_naming_nvidias_fp8_checkpoint(run_cli, tmp_path):
+    text = _variant(DISAGG_70B, model__id="meta-llama/Llama-3.1-70B-Instruct")
+    result = run_cli("validate", _write(tmp_path, text))
+    assert_one_line_error(result, "model.dtype is fp8", "is the bf16 checkpoint",
+                           "set model.id: nvidia/Llama-3.1-70B-Instruct-FP8")
+
+
+def test_a_known_bf16_checkpoint_cannot_be_declared_prequantized(run_cli, tmp_path):
+    text = _variant(DISAGG_70B, model__id="meta-llama/Llama-3.1-70B-Instruct",
+                    model__prequantized=True)
+    result = run_cli("validate", _write(tmp_path, text))
+    assert_one_line_error(result, "is the bf16 checkpoint", "nvidia/Llama-3.1-70B-Instruct-FP8")
+
+
+def test_awq_without_a_catalog_checkpoint_names_model_optimizer(run_cli, tmp_path):
+    text = _variant(DISAGG_70B, model__id="meta-llama/Llama-3.1-70B-Instruct", model__dtype="awq")
+    result = run_cli("validate", _write(tmp_path, text))
+    assert_one_line_error(result, "model.dtype is awq", "Model Optimizer",
+                           "model.prequantized: true")
+
+
+def test_an_own_checkpoint_declared_prequantized_is_accepted(run_cli, tmp_path):
+    arch = {"layers": 80, "attention_heads": 64, "kv_heads": 8, "hidden_size": 8192,
+            "params_billion": 70.6}
+    text = _variant(DISAGG_70B, model__id="/models/llama70b-int8", model__dtype="int8",
+                    model__architecture=arch, model__prequantized=True)
+    assert run_cli("validate", _write(tmp_path, text)).exit_code == 0
+    text = _variant(DISAGG_70B, model__id="/models/llama70b-int8", model__dtype="int8",
+                    model__architecture=arch)
+    assert_one_line_error(run_cli("validate", _write(tmp_path, text)),
+                          "is not known to hold int8 weights", "model.prequantized: true")
+
+
+def test_deeply_nested_yaml_is_refused_in_one_line(run_cli, tmp_path):
+    result = run_cli("validate", _write(tmp_path, "name: " + "[" * 5000 + "]" * 5000))
+    assert_one_line_error(result, "topology.yaml", "nested more than")
+
+
+def test_ctrl_c_in_a_command_exits_130_with_one_line(run_cli, tmp_path, monkeypatch):
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("dis_serve.yaml_input.load_model_file", interrupted)
+    result = run_cli("validate", tmp_path / "any.yaml")
+    assert_one_line_error(result, "interrupted", code=130)

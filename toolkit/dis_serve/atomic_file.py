@@ -6,10 +6,12 @@ import os
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     """Write `text` (UTF-8) to a temporary file beside `path`, then rename it over `path`:
     readers in other processes (another shell's `status`, a resumed sweep) see the old file
-    or the new one, never a torn one."""
+    or the new one, never a torn one. A new file gets `mode` (less the umask)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(text)
     tmp.replace(path)

@@ -7,7 +7,7 @@ topology and plan can override them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -61,11 +61,48 @@ class ModelArchitecture:
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A published checkpoint whose weights are already in one format.
+
+    TensorRT-LLM's PyTorch backend does not quantize at load time: it runs the format the
+    checkpoint declares (ModelOpt's hf_quant_config.json), so a weight format is a choice of
+    checkpoint, never an engine setting.
+    """
+
+    hf_id: str
+    quant_algo: str | None
+    """The TensorRT-LLM QuantAlgo the checkpoint declares (None: unquantized 16-bit)."""
+    source: str
+    """Who publishes it and how it was made, for the error that names it."""
+
+
+@dataclass(frozen=True)
 class KnownModel:
     hf_id: str
     architecture: ModelArchitecture
     aiconfigurator_name: str | None
     """The model name AIConfigurator's database knows it by, where it does."""
+    checkpoints: dict[str, Checkpoint] = field(default_factory=dict)
+    """Weight format (a WeightDtype value) -> the checkpoint that holds it. The bf16 entry
+    is `hf_id` itself; formats without an entry need a checkpoint the user quantized."""
+
+    def checkpoint(self, dtype: str) -> Checkpoint | None:
+        return self.checkpoints.get(dtype)
+
+    def dtype_of(self, model_id: str) -> str | None:
+        """The weight format of `model_id` if it is one of this model's checkpoints."""
+        for dtype, checkpoint in self.checkpoints.items():
+            if model_id.lower() == checkpoint.hf_id.lower():
+                return dtype
+        return None
+
+
+def _bf16(hf_id: str) -> Checkpoint:
+    return Checkpoint(hf_id, None, "the original 16-bit release")
+
+
+def _modelopt_fp8(hf_id: str) -> Checkpoint:
+    return Checkpoint(hf_id, "FP8", "NVIDIA's FP8 checkpoint, quantized with Model Optimizer")
 
 
 # Architecture numbers come from each model's published config.json.
@@ -74,22 +111,29 @@ KNOWN_MODELS: dict[str, KnownModel] = {
         "meta-llama/Llama-3.1-70B-Instruct",
         ModelArchitecture(80, 64, 8, 8192, 70.6, 128256, 131072),
         "meta-llama/Meta-Llama-3.1-70B",
+        {"bf16": _bf16("meta-llama/Llama-3.1-70B-Instruct"),
+         "fp8": _modelopt_fp8("nvidia/Llama-3.1-70B-Instruct-FP8")},
     ),
     "llama-3.1-8b": KnownModel(
         "meta-llama/Llama-3.1-8B-Instruct",
         ModelArchitecture(32, 32, 8, 4096, 8.03, 128256, 131072),
         "meta-llama/Meta-Llama-3.1-8B",
+        {"bf16": _bf16("meta-llama/Llama-3.1-8B-Instruct"),
+         # The checkpoint Dynamo 1.6.1's own mocker DGD template serves.
+         "fp8": _modelopt_fp8("nvidia/Llama-3.1-8B-Instruct-FP8")},
     ),
     "qwen3-32b": KnownModel(
         "Qwen/Qwen3-32B",
         ModelArchitecture(64, 64, 8, 5120, 32.8, 151936, 40960, explicit_head_dim=128),
         "Qwen/Qwen3-32B",
+        {"bf16": _bf16("Qwen/Qwen3-32B")},
     ),
     # The demo's tokenizer-only model card for the mocker: tiny, so checks never get in the way.
     "dis-serve-tiny": KnownModel(
         "dis-serve/tiny-mock",
         ModelArchitecture(4, 8, 8, 512, 0.05, 50005, 32768),
         None,
+        {"bf16": _bf16("dis-serve/tiny-mock")},
     ),
 }
 
@@ -99,9 +143,12 @@ def _normalise(name: str) -> str:
 
 
 def find_known_model(name: str) -> KnownModel | None:
-    """Look a model up by catalog key or by any HF id naming the same model."""
+    """Look a model up by catalog key, by any HF id naming the same model, or by the id of
+    one of its checkpoints (nvidia/Llama-3.1-70B-Instruct-FP8 is Llama-3.1-70B)."""
     key = _normalise(name)
     for catalog_key, model in KNOWN_MODELS.items():
+        if model.dtype_of(name) is not None:
+            return model
         if key in (catalog_key, _normalise(model.hf_id)):
             return model
         if model.aiconfigurator_name and key == _normalise(model.aiconfigurator_name):

@@ -7,16 +7,17 @@ machine (ports in use, binaries, GPUs present are preflight's job).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from .catalog import GPUS, GpuType, ModelArchitecture, find_known_model
-from .sizing import MemoryFit, fit_worker_memory
+from .sizing import GIB, MemoryFit, fit_worker_memory
 
 
 class _Strict(BaseModel):
@@ -44,6 +45,12 @@ class Backend(StrEnum):
     @property
     def uses_engine_config(self) -> bool:
         return self is Backend.TRTLLM
+
+    @property
+    def dgd_backend_framework(self) -> str | None:
+        """The DGD's spec.backendFramework (the CRD knows sglang, vllm and trtllm; the
+        mocker has none)."""
+        return "trtllm" if self is Backend.TRTLLM else None
 
 
 class Mode(StrEnum):
@@ -116,10 +123,14 @@ class ProcessKind(StrEnum):
     FRONTEND = "frontend"
     WORKER = "worker"
 
+    def restart_policy(self, supervision: Supervision) -> Restart:
+        """This kind's restart policy in the topology's `supervision` section."""
+        return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
     @property
-    def restarts_on_crash(self) -> bool:
-        # Infrastructure dying takes the graph down; a worker dying is routine and retried.
-        return self is ProcessKind.WORKER
+    def serves_alone(self) -> bool:
+        """The graph cannot serve without this very process (a worker has pool peers)."""
+        return self is not ProcessKind.WORKER
 
     @property
     def stop_rank(self) -> int:
@@ -148,6 +159,12 @@ class WeightDtype(StrEnum):
     @property
     def bytes_per_param(self) -> float:
         return {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "awq": 0.5}[self.value]
+
+    @property
+    def needs_quantized_checkpoint(self) -> bool:
+        # TRT-LLM's PyTorch backend runs the format a checkpoint declares; it never
+        # quantizes 16-bit weights at load time.
+        return self is not WeightDtype.BF16
 
     @property
     def trtllm_quant_algo(self) -> str | None:
@@ -221,8 +238,25 @@ class KvTransferBackend(StrEnum):
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 MAX_SYSTEM_PORT = 32767
-# Graph and scenario names become Kubernetes names, namespaces and directory names.
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# Graph and scenario names become Kubernetes names, namespaces and directory names. Always
+# matched whole (re.fullmatch): `$` would also match before a trailing newline.
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
+# The frontend names a file after the served model name, and one path component holds 255
+# bytes (NAME_MAX): measured with Dynamo 1.6.1, a 255-byte name serves, a 256-byte one never
+# gets past "Model materialization failed" (File name too long).
+MAX_SERVED_NAME_BYTES = 255
+# model.id is a Hugging Face id or a path; Linux refuses longer paths (PATH_MAX) and longer
+# path components (NAME_MAX).
+MAX_MODEL_ID_BYTES = 4095
+MAX_PATH_COMPONENT_BYTES = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_valid_name(name: str) -> bool:
+    """The rule for graph and scenario names, matched against the whole name."""
+    return NAME_RE.fullmatch(name) is not None
+
+
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -264,10 +298,35 @@ class Model(_Strict):
         default=WeightDtype.BF16, description="Weight format: bf16 | fp8 | int8 | awq.")
     kv_cache_dtype: KvCacheDtype = Field(
         default=KvCacheDtype.BF16, description="KV-cache element format: bf16 | fp8.")
+    prequantized: bool = Field(
+        default=False,
+        description="model.id is a checkpoint already quantized to model.dtype (e.g. your own "
+                    "Model Optimizer export). Needed for fp8/int8/awq unless model.id is a "
+                    "catalog checkpoint of that format; TRT-LLM never quantizes at load time.")
     max_input_tokens: int = Field(
         default=4096, gt=0, description="Longest prompt the graph must accept, in tokens.")
     max_output_tokens: int = Field(
         default=1024, gt=0, description="Longest completion the graph must produce, in tokens.")
+
+    @model_validator(mode="after")
+    def _check_names(self) -> Model:
+        for key, value in (("model.id", self.id), ("model.served_name", self.served_name)):
+            if value is not None and (match := _CONTROL.search(value)):
+                raise ValueError(f"{key} {value[:60]!r} holds the control character "
+                                 f"{match.group()!r}; remove it (names reach files, argv and "
+                                 "logs)")
+        too_long = next((part for part in self.id.split("/")
+                         if len(part.encode()) > MAX_PATH_COMPONENT_BYTES), None)
+        if len(self.id.encode()) > MAX_MODEL_ID_BYTES or too_long is not None:
+            raise ValueError(f"model.id is {len(self.id.encode())} bytes; the filesystem takes "
+                             f"at most {MAX_MODEL_ID_BYTES} bytes in a path and "
+                             f"{MAX_PATH_COMPONENT_BYTES} between slashes; shorten it")
+        if len(self.name.encode()) > MAX_SERVED_NAME_BYTES:
+            key = "model.served_name" if self.served_name else "model.id"
+            raise ValueError(f"{key} gives a served model name of {len(self.name.encode())} "
+                             f"bytes; Dynamo names files after it, which allows at most "
+                             f"{MAX_SERVED_NAME_BYTES}; set a shorter model.served_name")
+        return self
 
     @property
     def name(self) -> str:
@@ -316,9 +375,11 @@ class Pool(_Strict):
     max_num_tokens: int = Field(
         default=8192, ge=16, le=1048576,
         description="Most tokens a worker schedules in one forward pass.")
-    free_gpu_memory_fraction: float = Field(
-        default=0.9, gt=0, le=1,
-        description="Share of free GPU memory TRT-LLM gives the KV cache.")
+    free_gpu_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Share of free GPU memory TRT-LLM gives the KV cache (default: the "
+                    "role's template in configs/trtllm/, from NVIDIA's disagg recipe: prefill "
+                    "0.75, decode and agg 0.85).")
     gpu_ids: list[list[int]] | None = Field(
         default=None,
         description="Explicit GPUs, one list of tensor_parallel ids per worker; ids count "
@@ -358,11 +419,27 @@ class Router(_Strict):
 class Frontend(_Strict):
     """The OpenAI-compatible HTTP frontend."""
 
-    host: str = Field(default="127.0.0.1", description="Address the HTTP server binds.")
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address the HTTP server binds: an IP address of this machine "
+                    "(127.0.0.1, 0.0.0.0, ::1 ...) or localhost.")
     port: Port = Field(default=8000, description="HTTP port.")
     migration_limit: int = Field(
         default=3, ge=0, le=100,
         description="Times a request may move to another worker when its worker dies.")
+
+    @model_validator(mode="after")
+    def _host_is_an_address(self) -> Frontend:
+        if self.host == "localhost":
+            return self
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            raise ValueError(f"frontend.host {self.host[:60]!r} is not an IP address; the "
+                             "server binds an address, not a name: use 127.0.0.1 (this machine "
+                             "only), 0.0.0.0 (every interface) or one of this machine's "
+                             "addresses") from None
+        return self
 
 
 class Etcd(_Strict):
@@ -502,8 +579,293 @@ class Observability(_Strict):
     system_port_base: Port = Field(
         default=9100,
         description="First worker system port (/health, /live, /metrics); worker i gets base+i.")
+    engine_metrics: bool = Field(
+        default=False,
+        description="TRT-LLM iteration metrics on each worker's /metrics (--publish-metrics). "
+                    "Off by default: Dynamo 1.6.1 notes a per-iteration throughput cost. "
+                    "Always on when `autoscale` is set (the planner reads them).")
 
 
+# --- Kubernetes -----------------------------------------------------------------------------
+# A Kubernetes quantity as manifests write it (16Gi, 500m, 90Gi), and a DNS-1123 label.
+QUANTITY_RE = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
+K8S_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _full_match(pattern: re.Pattern[str], example: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value!r} is not valid here; write it like {example}")
+        return value
+    return AfterValidator(check)
+
+
+def _schema_pattern(pattern: re.Pattern[str]) -> Any:
+    # For `dis-serve schema` readers; validation itself is the full match above.
+    return Field(json_schema_extra={"pattern": f"^(?:{pattern.pattern})$"})
+
+
+Quantity = Annotated[str, _full_match(QUANTITY_RE, "16Gi, 8 or 500m"),
+                     _schema_pattern(QUANTITY_RE)]
+K8sName = Annotated[str, _full_match(K8S_NAME_RE, "model-cache (lower-case, digits, dashes)"),
+                    _schema_pattern(K8S_NAME_RE)]
+REVISION_RE = re.compile(r"[A-Za-z0-9._/-]+")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+Revision = Annotated[str, _full_match(REVISION_RE, "main or a commit hash"),
+                     _schema_pattern(REVISION_RE)]
+Digest = Annotated[str, _full_match(DIGEST_RE, "sha256: and 64 hex digits"),
+                   _schema_pattern(DIGEST_RE)]
+
+
+class RdmaProfile(StrEnum):
+    NONE = "none"
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+
+    @property
+    def enabled(self) -> bool:
+        return self is not RdmaProfile.NONE
+
+    @property
+    def default_resource(self) -> str | None:
+        # NVIDIA's InfiniBand fabric profiles (recipes/addons/providers/nebius-ib.yaml,
+        # aks-ib.yaml) request the RDMA device plugin's `rdma/ib`; RoCE resource names are
+        # the cluster's own (GKE: networking.gke.io.networks/rdma-0 ...).
+        return "rdma/ib" if self is RdmaProfile.INFINIBAND else None
+
+
+class Rdma(_Strict):
+    """How KV-cache transfers reach the RDMA fabric from a worker pod."""
+
+    profile: RdmaProfile = Field(
+        default=RdmaProfile.NONE,
+        description="none | infiniband | roce. Without it UCX falls back to TCP between "
+                    "prefill and decode pods on different nodes.")
+    resource_name: str | None = Field(
+        default=None, min_length=1,
+        description="Extended resource the RDMA device plugin offers (default for "
+                    "infiniband: rdma/ib; required for roce).")
+    resource_count: int = Field(
+        default=1, ge=1, le=64,
+        description="How many of it each worker requests. NVIDIA's IB profiles keep 1: it "
+                    "is a device-plugin slot that grants all HCAs, not a per-GPU count.")
+    ucx_net_devices: str | None = Field(
+        default=None, min_length=1,
+        description="UCX_NET_DEVICES (e.g. mlx5_0:1,mlx5_1:1) where nodes also carry "
+                    "non-fabric NICs UCX could pick (NVIDIA's aks-ib profile needs it).")
+    privileged: bool = Field(
+        default=False,
+        description="Run workers privileged, as NVIDIA's provider profiles do; only for "
+                    "device plugins that need it. Default: IPC_LOCK only (pinning "
+                    "registered memory), no privilege.")
+
+    @model_validator(mode="after")
+    def _resource_known(self) -> Rdma:
+        if self.profile is RdmaProfile.ROCE and self.resource_name is None:
+            raise ValueError("rdma.profile is roce but rdma.resource_name is missing; set it "
+                             "to your RDMA device plugin's resource (kubectl describe node)")
+        return self
+
+    @property
+    def resource(self) -> str | None:
+        if not self.profile.enabled:
+            return None
+        return self.resource_name or self.profile.default_resource
+
+
+class ModelCache(_Strict):
+    """Where worker pods find the weights: one PersistentVolumeClaim, filled once."""
+
+    pvc: K8sName | None = Field(
+        default=None, description="PersistentVolumeClaim name (default: NAME-model-cache).")
+    existing: bool = Field(
+        default=False,
+        description="The claim exists and holds the model already, in Hugging Face's cache "
+                    "layout under huggingface/ (HF_HOME) or at the /model-cache/... path "
+                    "model.id names: render neither the claim nor the download Job.")
+    size: Quantity | None = Field(
+        default=None,
+        description="Claim size (default: the checkpoint's size plus a quarter, in 10Gi "
+                    "steps).")
+    storage_class: str | None = Field(
+        default=None, min_length=1,
+        description="StorageClass of the claim; it must offer ReadWriteMany (worker pods on "
+                    "several nodes mount it). Default: the cluster's default class.")
+    revision: Revision | None = Field(
+        default=None,
+        description="Hugging Face revision the download Job fetches (a commit pins it).")
+    hf_token_secret: K8sName = Field(
+        default="hf-token-secret",
+        description="Secret with HF_TOKEN, read by the download Job only.")
+
+
+class ServiceExposure(StrEnum):
+    CLUSTER_IP = "cluster-ip"
+    NODE_PORT = "node-port"
+    LOAD_BALANCER = "load-balancer"
+
+    @property
+    def service_type(self) -> str | None:
+        """The extra Service to render (None: the operator's ClusterIP Service is enough)."""
+        return {ServiceExposure.CLUSTER_IP: None, ServiceExposure.NODE_PORT: "NodePort",
+                ServiceExposure.LOAD_BALANCER: "LoadBalancer"}[self]
+
+
+class Toleration(_Strict):
+    key: str = Field(min_length=1, description="Taint key, e.g. nvidia.com/gpu.")
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Exists", description="Exists | Equal.")
+    value: str | None = Field(default=None, description="Taint value (operator Equal).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="NoSchedule | PreferNoSchedule | NoExecute (default: all).")
+
+
+class PodSecurity(_Strict):
+    """Pod-level identity. NVIDIA's Dynamo runtime images run as user `dynamo` (uid 1000,
+    group 0); their model-download recipe uses the same ids."""
+
+    run_as_user: int = Field(default=1000, ge=1, description="Non-root uid of every pod.")
+    run_as_group: int = Field(default=0, ge=0, description="Primary gid.")
+    fs_group: int = Field(default=0, ge=0, description="Group that owns mounted volumes.")
+
+
+class ComputeResources(_Strict):
+    """CPU and memory for one pod (requests = limits: the Guaranteed QoS class)."""
+
+    cpu: Quantity | None = Field(default=None, description="CPU, e.g. 8 or 500m.")
+    memory: Quantity | None = Field(default=None, description="Memory, e.g. 64Gi.")
+
+
+class Kubernetes(_Strict):
+    """How `render --target k8s` deploys the graph through Dynamo's operator."""
+
+    namespace: K8sName = Field(
+        default="default",
+        description="Kubernetes namespace. The operator names the Dynamo namespace "
+                    "NAMESPACE-NAME from it and the graph name.")
+    image: str | None = Field(
+        default=None, min_length=1,
+        description="Runtime image (default: NVIDIA's Dynamo 1.6.1 image for the backend).")
+    image_digest: Digest | None = Field(
+        default=None,
+        description="sha256:... to pin the image by content.")
+    model_cache: ModelCache = Field(default_factory=ModelCache, description="Weights cache.")
+    rdma: Rdma = Field(default_factory=Rdma, description="RDMA for KV-cache transfer.")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels worker pods must match.")
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Taints worker pods tolerate (GPU node taints).")
+    shared_memory: Quantity = Field(
+        default="16Gi",
+        description="/dev/shm size per pod (the operator's sharedMemorySize; it mounts "
+                    "/dev/shm itself, 8Gi by default). NCCL between TP ranks uses it.")
+    service: ServiceExposure = Field(
+        default=ServiceExposure.CLUSTER_IP,
+        description="cluster-ip | node-port | load-balancer. Nothing is public unless asked.")
+    security: PodSecurity = Field(default_factory=PodSecurity, description="Pod identity.")
+    frontend_resources: ComputeResources = Field(
+        default_factory=ComputeResources,
+        description="Frontend CPU/memory (default: 4 CPUs, 8Gi).")
+    worker_resources: ComputeResources = Field(
+        default_factory=ComputeResources,
+        description="Worker CPU/memory (default: 8 CPUs and 32Gi per GPU, at least twice "
+                    "the worker's weight shard plus /dev/shm).")
+    metrics_namespaces: list[K8sName] = Field(
+        default_factory=list,
+        description="Namespaces (e.g. monitoring) allowed to scrape worker metrics past the "
+                    "NetworkPolicy.")
+
+
+class PoolScaling(_Strict):
+    min_replicas: int = Field(default=1, ge=1, description="Fewest workers the planner keeps.")
+
+
+class Autoscale(_Strict):
+    """Dynamo's SLA planner on Kubernetes: it resizes the pools to hold TTFT and ITL."""
+
+    ttft_ms: float = Field(gt=0, description="Target time to first token, ms.")
+    itl_ms: float = Field(gt=0, description="Target inter-token latency, ms.")
+    max_gpus: int | None = Field(
+        default=None, ge=1,
+        description="GPU budget the planner may use (default: hardware's GPUs). Dynamo 1.6.1's "
+                    "planner bounds the total, not each pool.")
+    prefill: PoolScaling = Field(default_factory=PoolScaling, description="Prefill floor.")
+    decode: PoolScaling = Field(default_factory=PoolScaling, description="Decode floor.")
+    agg: PoolScaling = Field(default_factory=PoolScaling, description="Aggregated floor.")
+    throughput_interval_s: int = Field(
+        default=60, ge=1,
+        description="Seconds between SLA (throughput) decisions; NVIDIA's disagg_planner "
+                    "example uses 60.")
+    load_interval_s: int = Field(
+        default=5, ge=1,
+        description="Seconds between load decisions; must divide throughput_interval_s.")
+
+    @model_validator(mode="after")
+    def _intervals_nest(self) -> Autoscale:
+        if self.throughput_interval_s % self.load_interval_s or \
+                self.load_interval_s >= self.throughput_interval_s:
+            raise ValueError(
+                f"autoscale.load_interval_s {self.load_interval_s} must be shorter than and "
+                f"divide autoscale.throughput_interval_s {self.throughput_interval_s}; "
+                "e.g. 5 and 60")
+        return self
+
+    def floor(self, role: PoolRole) -> int:
+        return getattr(self, role.value).min_replicas
+
+
+class Restart(_Strict):
+    """How the supervisor treats one kind of process that exits (any exit: they are meant
+    to run until stopped, so even status 0 counts), like systemd's Restart=always with a
+    StartLimitBurst, or a Kubernetes pod's CrashLoopBackOff."""
+
+    enabled: bool = Field(
+        default=True, description="Restart it (false: its first exit fails the graph).")
+    max_failures: int = Field(
+        default=5, ge=1, le=1000,
+        description="Exits within window_s after which this process is given up (the rest "
+                    "of the graph keeps serving if it can, reported as degraded).")
+    window_s: float = Field(default=300.0, gt=0, le=86400,
+                            description="The window max_failures counts exits in.")
+    backoff_base_s: float = Field(
+        default=1.0, gt=0, le=600,
+        description="Wait before the first restart; doubled for each further exit in a row.")
+    backoff_cap_s: float = Field(default=30.0, gt=0, le=3600,
+                                 description="Longest wait before a restart.")
+
+    def delay(self, consecutive_failures: int) -> float:
+        exponent = max(0, consecutive_failures - 1)
+        return min(self.backoff_cap_s, self.backoff_base_s * (2 ** min(exponent, 30)))
+
+
+class Liveness(_Strict):
+    """When a worker that runs but does not answer its health probe is restarted."""
+
+    failures: int = Field(
+        default=3, ge=1, le=100,
+        description="Failed health probes in a row (after the worker was ready once) that "
+                    "get it restarted.")
+    period_s: float = Field(default=1.0, gt=0, le=60, description="Seconds between probes.")
+    timeout_s: float = Field(default=1.0, gt=0, le=60,
+                             description="A probe not answered within this fails.")
+
+
+def _fast_infra_restart() -> Restart:
+    # etcd, NATS and the frontend start in well under a second: retry them quickly.
+    return Restart(backoff_base_s=0.2, backoff_cap_s=5.0)
+
+
+class Supervision(_Strict):
+    """Restart policy per process kind, and the workers' liveness check (`dis-serve up`)."""
+
+    etcd: Restart = Field(default_factory=_fast_infra_restart,
+                          description="etcd (its data directory is kept across restarts).")
+    nats: Restart = Field(default_factory=_fast_infra_restart,
+                          description="NATS (its JetStream directory is kept).")
+    frontend: Restart = Field(default_factory=_fast_infra_restart,
+                              description="The frontend with its router.")
+    workers: Restart = Field(default_factory=Restart, description="Every worker.")
+    liveness: Liveness = Field(default_factory=Liveness, description="Worker liveness.")
 class PlacementKind(StrEnum):
     LOCAL = "local"
     HOSTS = "hosts"
@@ -642,9 +1004,18 @@ class Topology(_Strict):
     mocker: Mocker = Field(default_factory=Mocker, description="Mocker-only settings.")
     observability: Observability = Field(
         default_factory=Observability, description="Health and metrics ports.")
+    supervision: Supervision = Field(
+        default_factory=Supervision,
+        description="Restart policy per process kind and worker liveness.")
     placement: Placement = Field(
         default_factory=Placement,
         description="Where processes run: local (default), hosts or slurm.")
+    kubernetes: Kubernetes = Field(
+        default_factory=Kubernetes, description="Kubernetes deployment (render --target k8s).")
+    autoscale: Autoscale | None = Field(
+        default=None,
+        description="Dynamo's SLA planner on Kubernetes (a `planner` component); off unless "
+                    "set.")
 
     # --- derived views -------------------------------------------------------------------
     @property
@@ -664,6 +1035,10 @@ class Topology(_Strict):
         if self.kv_transfer.max_tokens_in_buffer is not None:
             return self.kv_transfer.max_tokens_in_buffer
         return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
+
+    @property
+    def publishes_engine_metrics(self) -> bool:
+        return self.observability.engine_metrics or self.autoscale is not None
 
     def memory_fit(self, role: PoolRole) -> MemoryFit:
         pool = self.pools.get(role)
@@ -728,13 +1103,14 @@ class Topology(_Strict):
         for check in (self._check_name, self._check_architecture, self._check_placement,
                       self._check_pools,
                       self._check_parallelism, self._check_gpu_ids, self._check_gpu_budget,
-                      self._check_memory, self._check_ports, self._check_kv_buffer):
+                      self._check_checkpoint, self._check_memory, self._check_ports,
+                      self._check_kv_buffer, self._check_autoscale):
             check()
         return self
 
     def _check_name(self) -> None:
-        if not NAME_RE.match(self.name):
-            raise ValueError(f"name {self.name!r} must be 2-40 lower-case letters, digits or "
+        if not is_valid_name(self.name):
+            raise ValueError(f"name {self.name[:60]!r} must be 2-40 lower-case letters, digits or "
                              "dashes, starting with a letter (it becomes a Kubernetes name)")
 
     def _check_architecture(self) -> None:
@@ -926,6 +1302,53 @@ class Topology(_Strict):
                              f"accepts; set it to {MAX_SYSTEM_PORT - workers + 1} or lower")
         for i in range(workers):
             claim(base + i, f"worker {i} system port ({ProcessKind.WORKER.port_key('system', i)})")
+
+    def _check_checkpoint(self) -> None:
+        # The mocker loads a tokenizer only; every other backend loads the weights, and the
+        # memory fit above assumes they are in model.dtype.
+        model = self.model
+        if not self.backend.needs_gpu or not model.dtype.needs_quantized_checkpoint:
+            return
+        known = find_known_model(model.id)
+        holds = known.dtype_of(model.id) if known else None
+        if holds == model.dtype.value:
+            return
+        if holds is None and model.prequantized:
+            return
+        wanted = known.checkpoint(model.dtype.value) if known else None
+        fix = (f"set model.id: {wanted.hf_id} ({wanted.source})" if wanted else
+               f"quantize it to {model.dtype.value} with NVIDIA Model Optimizer, set model.id "
+               "to the result and model.prequantized: true")
+        if holds:
+            tp = min(pool.tensor_parallel for _, pool in self.active_pools())
+            gib = model.resolved_architecture().params_billion * 1e9 / tp / GIB
+            what = (f"is the {holds} checkpoint: TRT-LLM would load "
+                    f"{gib * WeightDtype(holds).bytes_per_param:.1f} GiB of weights per GPU at "
+                    f"TP{tp}, not {gib * model.dtype.bytes_per_param:.1f}")
+        else:
+            what = (f"is not known to hold {model.dtype.value} weights (TRT-LLM loads what the "
+                    "checkpoint holds)")
+        raise ValueError(
+            f"model.dtype is {model.dtype.value} but model.id {model.id!r} {what}; {fix}"
+            + ("" if holds else " (or set model.prequantized: true if it already is)"))
+
+    def _check_autoscale(self) -> None:
+        scale = self.autoscale
+        if scale is None:
+            return
+        budget = scale.max_gpus or self.hardware.total_gpus
+        floor = sum(scale.floor(role) * pool.tensor_parallel
+                    for role, pool in self.active_pools())
+        if floor > budget:
+            raise ValueError(
+                f"autoscale.max_gpus {budget} is below the GPUs the pools' min_replicas "
+                f"need ({floor}); raise max_gpus or lower min_replicas")
+        for role, pool in self.active_pools():
+            if scale.floor(role) > pool.workers:
+                raise ValueError(
+                    f"autoscale.{role.value}.min_replicas {scale.floor(role)} is above "
+                    f"pools.{role.value}.workers ({pool.workers}), the replicas it starts "
+                    f"with; raise workers or lower min_replicas")
 
     def _check_kv_buffer(self) -> None:
         if self.mode is not Mode.DISAGG:

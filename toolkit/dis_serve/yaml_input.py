@@ -21,6 +21,9 @@ from pydantic import BaseModel, ValidationError
 from .errors import UserInputError
 
 MAX_BYTES = 1024 * 1024
+# PyYAML composes nested collections recursively: thousands of `[` end in a RecursionError.
+# A topology nests five levels deep; refuse anything far beyond before composing it.
+MAX_DEPTH = 32
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -59,7 +62,16 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 
 
 def _refuse_aliases_and_tags(text: str, source: str) -> None:
+    depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise UserInputError(
+                    f"line {event.start_mark.line + 1}: nested more than {MAX_DEPTH} levels "
+                    "deep", source=source, fix="a topology nests a few levels; flatten it")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
         anchor = getattr(event, "anchor", None)
         if isinstance(event, yaml.AliasEvent) or anchor:
             line = event.start_mark.line + 1

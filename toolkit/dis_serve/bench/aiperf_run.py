@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..ansi import strip_ansi
 from ..errors import RunError
+from ..launch.process import parent_death_preexec
 from ..launch.stopping import signal_group, stop_processes
 from .scenario import LoadKind, Scenario, SweepPoint
 
@@ -51,8 +52,9 @@ def aiperf_executable() -> list[str]:
 
 
 def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
-               artifact_dir: Path) -> list[str]:
-    """The `aiperf profile` command line for one sweep point."""
+               artifact_dir: Path, *, export_level: str = "summary") -> list[str]:
+    """The `aiperf profile` command line for one sweep point. `export_level` "records" adds
+    the per-request export (profile_export.jsonl) that `dis-serve chaos` reads."""
     argv = [*aiperf_executable(), "profile",
             "--model", target.model,
             "--url", target.url,
@@ -158,8 +160,12 @@ def run_aiperf(argv: Sequence[str], artifact_dir: Path, *, timeout_s: float,
         extra_env or {})
     start = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log:
+        # Its own session (so stopping it reaches every service), and dead with us: if
+        # `bench` is SIGKILLed the kernel kills the controller, whose services AIPerf
+        # already ties to it the same way.
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                preexec_fn=parent_death_preexec(),
                                 text=True, encoding="utf-8", errors="replace")
         reader = threading.Thread(target=_pump, args=(proc, log, tail, on_phase), daemon=True)
         reader.start()

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from ..errors import DisServeError, UserInputError
 from .metrics import METRICS, BenchResult
+from .scenario import Scenario
 
 
 class RegressionError(DisServeError):
@@ -72,18 +73,29 @@ def _regression(baseline: float, current: float, higher_is_better: bool) -> floa
     return 100.0 * (current - baseline) / baseline
 
 
-def evaluate(current: BenchResult, baseline: BenchResult, max_regression_pct: float, *,
-             baseline_source: str) -> GateVerdict:
-    if current.scenario.name != baseline.scenario.name:
+def check_compatible(baseline: BenchResult, scenario: Scenario, topology: str, *,
+                     baseline_source: str) -> None:
+    """Refuse a baseline of another scenario, topology or sweep: called before the sweep
+    runs, so a wrong baseline costs nothing."""
+    if scenario.name != baseline.scenario.name:
         raise UserInputError(
             f"baseline is for scenario '{baseline.scenario.name}', this run is "
-            f"'{current.scenario.name}'", source=baseline_source,
+            f"'{scenario.name}'", source=baseline_source,
             fix="gate against a baseline of the same scenario")
-    if current.topology != baseline.topology:
+    if topology != baseline.topology:
         raise UserInputError(
             f"baseline is for topology '{baseline.topology}', this run is "
-            f"'{current.topology}'", source=baseline_source,
+            f"'{topology}'", source=baseline_source,
             fix="gate against a baseline of the same topology")
+    if not set(scenario.points()) & {p.point for p in baseline.points}:
+        raise UserInputError("baseline shares no sweep point with this run",
+                             source=baseline_source, fix="rerun the baseline's sweep")
+
+
+def evaluate(current: BenchResult, baseline: BenchResult, max_regression_pct: float, *,
+             baseline_source: str) -> GateVerdict:
+    check_compatible(baseline, current.scenario, current.topology,
+                     baseline_source=baseline_source)
     now = {p.point: p for p in current.points}
     shared = [p for p in baseline.points if p.point in now]
     if not shared:

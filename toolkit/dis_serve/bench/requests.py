@@ -27,6 +27,11 @@ class RequestRecord:
     good: bool
     start_ns: int
     failed: bool
+    # What `dis-serve chaos` compares request by request and places in time.
+    session: int = 0
+    end_ns: int = 0
+    error: str | None = None  # AIPerf's error type, when it failed
+    output_tokens: int | None = None
 
 
 def read_records(path: Path) -> list[RequestRecord]:
@@ -52,8 +57,24 @@ def read_records(path: Path) -> list[RequestRecord]:
             itl_ms=_value(metrics, "inter_token_latency"),
             good=bool(_value(metrics, "good_request_count")),
             start_ns=int(meta.get("request_start_ns") or meta.get("credit_issued_ns") or 0),
-            failed=entry.get("error") is not None))
+            failed=entry.get("error") is not None,
+            session=int(meta.get("session_num") or 0),
+            end_ns=int(meta.get("request_end_ns") or 0),
+            error=_error_type(entry.get("error")),
+            output_tokens=_tokens(metrics)))
     return sorted(records, key=lambda r: r.start_ns)
+
+
+def _error_type(error: object) -> str | None:
+    if error is None:
+        return None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return str(kind) if kind else "error"
+
+
+def _tokens(metrics: dict) -> int | None:
+    tokens = _value(metrics, "output_sequence_length")
+    return None if tokens is None else int(tokens)
 
 
 def _value(metrics: dict, tag: str) -> float | None:

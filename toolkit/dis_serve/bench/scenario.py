@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..topology import NAME_RE
+from ..topology import is_valid_name
 
 
 class _Strict(BaseModel):
@@ -215,8 +215,8 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
-        if not NAME_RE.match(self.name):
-            raise ValueError(f"name {self.name!r} must be 2-40 lower-case letters, digits or "
+        if not is_valid_name(self.name):
+            raise ValueError(f"name {self.name[:60]!r} must be 2-40 lower-case letters, digits or "
                              "dashes, starting with a letter (it names a directory)")
         if self.input_buckets != sorted(set(self.input_buckets)) or any(
                 edge <= 0 for edge in self.input_buckets):

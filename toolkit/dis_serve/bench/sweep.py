@@ -12,11 +12,14 @@ its fingerprint (scenario, topology, endpoint, point) matches; otherwise it runs
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -47,6 +50,7 @@ from .target import BenchTarget
 from .tokenizer_cache import hub_cache_view
 
 POINTS_DIR = "points"
+LOCK_FILE = ".sweep.lock"
 TOKENIZER_CACHE_DIR = "tokenizer-cache"
 _COUNTER_PERIOD_S = 1.0
 
@@ -137,6 +141,27 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
     return result
 
 
+@contextlib.contextmanager
+def sweep_lock(out_dir: Path) -> Iterator[None]:
+    """Hold `out_dir` for one sweep: a second `bench` into it fails at once instead of
+    running AIPerf beside the first and deleting its artifacts. The kernel drops the lock
+    when the holder dies, however it dies."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise RunError(f"another sweep (pid {holder}) is writing to {out_dir}; wait for "
+                           "it or give --out another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
 def point_detail(scenario: Scenario, point: SweepPoint, artifacts: Path,
                  cache: CacheState | None, *, duration_s: float, gpus: int) -> PointDetail:
     """Buckets and replay lag from AIPerf's per-request export (when it wrote one)."""
@@ -160,7 +185,13 @@ def run_sweep(scenario: Scenario, target: BenchTarget, out_dir: Path,
     """Every point of the scenario, reusing finished ones; RunError at the first failed point
     (the points finished before it stay on disk). Without `before_point` the first point
     that runs is taken as warm: the graph's history is unknown."""
-    observer = observer or SilentObserver()
+    with sweep_lock(out_dir):
+        return _run_points(scenario, target, out_dir, observer or SilentObserver(),
+                           before_point)
+
+
+def _run_points(scenario: Scenario, target: BenchTarget, out_dir: Path,
+                observer: SweepObserver, before_point: BeforePoint | None) -> BenchResult:
     (out_dir / POINTS_DIR).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     results: list[PointResult] = []

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from ..errors import UserInputError
+from .signals import interrupt_on_termination
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -156,7 +157,11 @@ def _load_topology(path: Path | None):
 
 
 def _check_bench_options(topology: Path | None, topology_opt: Path | None,
-                         baseline: Path | None, max_regression: float | None) -> None:
+                         baseline: Path | None, max_regression: float | None,
+                         url: str | None) -> str | None:
+    """One-line errors for options that do not fit together; the normalized --url."""
+    from ..bench.target import check_url
+
     if (baseline is None) != (max_regression is None):
         raise UserInputError("--baseline and --max-regression go together",
                              key="--baseline" if baseline is None else "--max-regression",
@@ -167,6 +172,7 @@ def _check_bench_options(topology: Path | None, topology_opt: Path | None,
     if topology is not None and topology_opt is not None and topology != topology_opt:
         raise UserInputError(f"two topologies given ({topology} and --topology {topology_opt})",
                              key="--topology", fix="give one")
+    return check_url(url) if url is not None else None
 
 
 def bench(
@@ -190,14 +196,17 @@ def bench(
     tokenizer: TokenizerOpt = None,
 ) -> None:
     """Sweep a graph with AIPerf: report (JSON, CSV, Markdown, plots) and optional CI gate."""
-    from ..bench.gate import enforce, evaluate, load_baseline
+    from ..bench.gate import check_compatible, enforce, evaluate, load_baseline
     from ..bench.runner import bench_running, bench_topology, default_out_dir
     from ..bench.scenario import load_scenario
 
-    _check_bench_options(topology, topology_opt, baseline, max_regression)
+    interrupt_on_termination()  # SIGTERM stops AIPerf's tree and the graph, like Ctrl-C
+    url = _check_bench_options(topology, topology_opt, baseline, max_regression, url)
     spec = load_scenario(scenario)
     base = load_baseline(baseline) if baseline is not None else None
     topo, topo_path = _load_topology(topology or topology_opt)
+    if base is not None:  # before the first point runs, not after the sweep
+        check_compatible(base, spec, topo.name, baseline_source=str(baseline))
     out_dir = (out or default_out_dir(topo.name, spec)).resolve()
     with _progress() as progress:
         observer = _RichObserver(progress)
@@ -248,6 +257,7 @@ def compare(
     from ..bench.scenario import load_scenario
     from ..launch.rundir import default_root
 
+    interrupt_on_termination()
     if (vary is None) == (b is None):
         raise UserInputError("give two topologies, or one topology and --vary",
                              key="--vary", fix="e.g. compare graphs/agg-mocker.yaml --vary "

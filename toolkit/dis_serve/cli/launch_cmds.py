@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import queue
 import shlex
-import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import RunError, UserInputError
+from .signals import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..launch.rundir import RunDir
@@ -75,8 +75,12 @@ def up(
     detach: Annotated[bool, typer.Option(
         "--detach", "-d", help="Return once ready; the graph keeps running in the "
                                "background until `dis-serve down`.")] = False,
-    timeout: Annotated[float, typer.Option(
-        help="Seconds to wait for the graph to be ready.", min=1)] = 120.0,
+    timeout: Annotated[float | None, typer.Option(
+        help="Seconds to wait for the graph to be ready (default: the workers' startup "
+             "budget for this backend and model size).", min=1)] = None,
+    keep_runs: Annotated[int, typer.Option(
+        "--keep-runs", help="Earlier runs whose logs and last state are kept in the run "
+                            "directory's previous/ (0: none).", min=0)] = 3,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
     topo = _load(file)
@@ -88,15 +92,15 @@ def up(
         slurm_cmds.up(topo, timeout, detach)
         return
     if detach:
-        _up_detached(topo, timeout)
+        _up_detached(topo, timeout, keep_runs)
     else:
-        _up_foreground(topo, timeout)
+        _up_foreground(topo, timeout, keep_runs)
 
 
-def _up_detached(topo, timeout: float) -> None:
+def _up_detached(topo, timeout: float | None, keep_runs: int) -> None:
     from ..launch.daemon import start_detached
 
-    status, prepared = start_detached(topo, ready_timeout_s=timeout)
+    status, prepared = start_detached(topo, ready_timeout_s=timeout, keep_runs=keep_runs)
     _print_preparation(prepared)
     console.print(status_table(status))
     _print_ready(status)
@@ -104,17 +108,17 @@ def _up_detached(topo, timeout: float) -> None:
                   f"{status.name} | dis-serve down {status.name}", markup=False)
 
 
-def _up_foreground(topo, timeout: float) -> None:
+def _up_foreground(topo, timeout: float | None, keep_runs: int) -> None:
     from rich.live import Live
 
     from ..launch.graph import launch_graph
 
-    # Ctrl-C stops the graph, even from a shell that ignores SIGINT in background jobs; so do
-    # `dis-serve down` from another shell (SIGTERM) and a closed terminal (SIGHUP).
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.default_int_handler)
+    # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
+    # closed terminal (SIGHUP).
+    interrupt_on_termination()
     events: queue.Queue[str] = queue.Queue()
-    graph = launch_graph(topo, ready_timeout_s=timeout, on_event=events.put)
+    graph = launch_graph(topo, ready_timeout_s=timeout, on_event=events.put,
+                         keep_runs=keep_runs)
     _print_preparation(graph.prepared)
     supervisor = graph.supervisor
     try:
@@ -127,15 +131,31 @@ def _up_foreground(topo, timeout: float) -> None:
         if supervisor.ready.is_set() and not supervisor.finished.is_set():
             _print_ready(graph.status())
             console.print("Ctrl-C stops the graph.", markup=False)
-        while not supervisor.finished.wait(0.2):
-            _drain(events)
+        _follow_phase(graph, events)
     except KeyboardInterrupt:
         console.print("stopping...", markup=False)
+        if not supervisor.ready.is_set():
+            graph.stop()
+            raise  # interrupted before it served: exit 130, not a clean stop
     finally:
         graph.stop()
     if graph.error:
         raise RunError(graph.error)
     console.print(f"stopped {topo.name}", markup=False)
+
+
+def _follow_phase(graph, events: queue.Queue[str]) -> None:  # RunningGraph
+    """Until the graph stops: the supervisor's events, and the table again whenever the
+    graph turns degraded or ready again."""
+    shown = graph.status().phase
+    while not graph.supervisor.finished.wait(0.2):
+        _drain(events)
+        status = graph.status()
+        if status.phase is not shown and status.phase.serving:
+            shown = status.phase
+            console.print(status_table(status))
+            for problem in status.problems:
+                console.print(f"degraded: {problem}", markup=False)
 
 
 def _drain(events: queue.Queue[str]) -> None:
@@ -150,13 +170,20 @@ def _drain(events: queue.Queue[str]) -> None:
             console.print(message, markup=False)
 
 
+EXIT_FAILED = 1
+EXIT_DEGRADED = 3
+
+
 def status(
     name: Annotated[str | None, typer.Argument(
         help="Graph name (default: the only running graph).")] = None,
 ) -> None:
     """Show a running graph's processes (pid, state, port, restarts, ready), and its worker
-    registrations with their leases as the router sees them."""
+    registrations with their leases as the router sees them. Exit status 0 when it is ready
+    (or starting, or was stopped cleanly), 3 when degraded, 1 when failed or its supervisor
+    is gone."""
     from ..launch.control import find_run, supervisor_alive
+    from ..launch.status import GraphPhase
 
     run = find_run(name, active_only=False)
     if (job := _slurm_job(run)) is not None:
@@ -170,16 +197,25 @@ def status(
                              fix="start it with `dis-serve up`")
     console.print(status_table(state, check_pids=True))
     alive = supervisor_alive(state)
-    if alive and state.phase.value == "ready":
+    code = 0
+    if alive and state.phase.serving:
         console.print(f"serving {state.model_name} at {state.endpoint} (supervisor pid "
                       f"{state.supervisor_pid})", markup=False)
         _print_router_and_leases(run)
+    if alive and state.phase is GraphPhase.DEGRADED:
+        code = EXIT_DEGRADED
+        for problem in state.problems:
+            console.print(f"degraded: {problem}", markup=False)
     elif not alive and not state.phase.finished:
+        code = EXIT_FAILED
         console.print(f"the supervisor (pid {state.supervisor_pid}) is gone; the table is its "
                       f"last record; `dis-serve down {state.name}` stops anything left",
                       markup=False)
+    if state.phase is GraphPhase.FAILED:
+        code = EXIT_FAILED
     if state.error:
         console.print(f"error: {state.error}", markup=False)
+    raise typer.Exit(code)
 
 
 def _print_router_and_leases(run: RunDir) -> None:
@@ -189,7 +225,12 @@ def _print_router_and_leases(run: RunDir) -> None:
     from ..coordination.doctor import run_doctor, target_for_run
     from .doctor_cmds import registrations_table, router_line
 
-    report = run_doctor(replace(target_for_run(run), nats_url=None))
+    try:
+        target = target_for_run(run)
+    except OSError as exc:  # the run directory's inputs were removed while it runs
+        console.print(f"router view unavailable: {exc}", markup=False)
+        return
+    report = run_doctor(replace(target, nats_url=None))
     if report.etcd.error:
         console.print(f"etcd: {report.etcd.error}", markup=False)
         return

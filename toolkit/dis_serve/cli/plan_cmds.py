@@ -87,6 +87,9 @@ ReplayOpt = Annotated[bool, typer.Option(
 CalibrateOpt = Annotated[list[Path] | None, typer.Option(
     help="`bench` results (results.json or its folder; repeatable) to fit per-phase "
          "correction factors from; the plan uses them and writes calibration.json.")]
+AutoscaleOpt = Annotated[bool, typer.Option(
+    help="Give the trtllm topology an `autoscale` section: on Kubernetes Dynamo's SLA planner "
+         "then holds the SLA within the planned GPUs.")]
 ReplayRequestsOpt = Annotated[int | None, typer.Option(
     help="Requests to replay (default: enough for a steady state, at least 2000).")]
 
@@ -98,7 +101,8 @@ def plan(model: ModelOpt, ttft_ms: TtftOpt, itl_ms: ItlOpt, gpu: GpuOpt = "h100-
          perf_model: PerfModelOpt = None, top: TopOpt = 5, compare_split: SplitOpt = None,
          out: OutOpt = None, emit: EmitOpt = None, mock: MockOpt = False,
          force: ForceOpt = False, replay: ReplayOpt = True,
-         replay_requests: ReplayRequestsOpt = None, calibrate: CalibrateOpt = None) -> None:
+         replay_requests: ReplayRequestsOpt = None, calibrate: CalibrateOpt = None,
+         autoscale: AutoscaleOpt = False) -> None:
     """Size prefill/decode (or aggregated) pools from measured H100 data, verify the plan in
     Dynamo's replay, price it and write it as a topology."""
     from ..errors import RunError
@@ -113,7 +117,8 @@ def plan(model: ModelOpt, ttft_ms: TtftOpt, itl_ms: ItlOpt, gpu: GpuOpt = "h100-
             ttft_ms=ttft_ms, itl_ms=itl_ms, price_per_gpu_hour=price, dtype=dtype,
             kv_cache_dtype=kv_cache_dtype, gpus_per_node=gpus_per_node, perf_model=perf_model,
             top=top, compare_split=_split(compare_split), replay=replay,
-            replay_requests=replay_requests, calibrate=tuple(calibrate or ()))
+            replay_requests=replay_requests, calibrate=tuple(calibrate or ()),
+            autoscale=autoscale)
         outcome = run_plan(request, out, emit=emit, emit_mock=mock, force_emit=force)
     except UserInputError as exc:
         raise _in_flags(exc) from None

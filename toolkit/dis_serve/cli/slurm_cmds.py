@@ -31,22 +31,24 @@ def slurm_table(status: SlurmGraphStatus) -> Table:
     return table
 
 
-def up(topo: Topology, timeout: float, detach: bool) -> None:
-    """Submit, follow to ready with a live table; then return (--detach) or follow the job
-    until it ends (Ctrl-C cancels it)."""
+def up(topo: Topology, timeout: float | None, detach: bool) -> None:
+    """Submit, follow to ready with a live table (within `timeout`, default: the workers'
+    startup budget); then return (--detach) or follow the job until it ends (Ctrl-C cancels
+    it)."""
     from rich.live import Live
 
     from ..launch.rundir import RunDir
     from ..launch.slurm_follow import follow_until_ready
     from ..launch.slurm_job import submit
     from ..launch.slurm_record import cancel
+    from ..startup_budget import worker_startup_budget_s
 
     job = submit(topo)
     run = RunDir.for_graph(topo.name)
     console.print(f"submitted Slurm job {job.job_id} ({run.path})", markup=False)
     try:
         with Live(console=console, refresh_per_second=8) as live:
-            status = follow_until_ready(run, job, timeout,
+            status = follow_until_ready(run, job, timeout or worker_startup_budget_s(topo),
                                         on_update=lambda s: live.update(slurm_table(s)))
         if not console.is_terminal:
             console.line()

@@ -20,9 +20,10 @@ import traceback
 from pathlib import Path
 
 from ..errors import RunError
+from ..startup_budget import worker_startup_budget_s
 from ..topology import Topology
 from .graph import PreparedRun, prepare_run
-from .rundir import RunDir
+from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphPhase, GraphStatus
 from .supervisor import Supervisor
 
@@ -30,10 +31,13 @@ POLL_S = 0.02
 
 
 def start_detached(topo: Topology, *, run_root: Path | None = None,
-                   ready_timeout_s: float = 120.0) -> tuple[GraphStatus, PreparedRun]:
-    """Start the graph under a detached supervisor; return its status once ready.
-    RunError (with the supervisor's reason) if the graph fails before that."""
-    prepared = prepare_run(topo, run_root)
+                   ready_timeout_s: float | None = None,
+                   keep_runs: int = DEFAULT_KEEP_RUNS) -> tuple[GraphStatus, PreparedRun]:
+    """Start the graph under a detached supervisor; return its status once ready (default
+    budget: the workers' startup budget for the backend and model). RunError (with the
+    supervisor's reason) if the graph fails before that."""
+    ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
+    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     run_dir = prepared.run_dir
     sys.stdout.flush()
     sys.stderr.flush()
@@ -82,7 +86,7 @@ def _daemon_main(run_dir: RunDir, ready_timeout_s: float) -> None:
 def _redirect_stdio(log: Path) -> None:
     # Let go of the terminal and of any pipe the caller reads `up`'s output from.
     devnull = os.open(os.devnull, os.O_RDONLY)
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(devnull, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)
@@ -98,8 +102,9 @@ def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
         signal.signal(sig, lambda *_: supervisor.request_stop())
     thread = threading.Thread(target=supervisor.run, name="supervisor")
     thread.start()
-    # Wait in short slices: the main thread must stay responsive to signals.
-    while not supervisor.finished.wait(0.5):
+    # Wait in short slices: the main thread must stay responsive to signals. A supervisor
+    # thread that died without finishing took its children with it (pdeathsig): exit too.
+    while not supervisor.finished.wait(0.5) and thread.is_alive():
         pass
     thread.join()
     return 1 if supervisor.error else 0

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..errors import RunError
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
-from ..topology import Backend, Topology
+from ..startup_budget import worker_startup_budget_s
+from ..topology import Backend, Supervision, Topology
 from .control import claim
 from .model_card import write_model_card
 from .orphans import Leftover
@@ -30,13 +31,14 @@ from .preflight import (
     find_binaries,
 )
 from .process import DEFAULT_GRACE_S
-from .rundir import RunDir
+from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphStatus
-from .supervisor import RestartPolicy, Supervisor
+from .supervisor import Supervisor
 
 # Left from a previous run of the same graph: an old etcd keeps the old workers'
-# registrations (until their leases expire), which the new frontend would route to.
-_EPHEMERAL = ("etcd-data", "nats-data", "logs", "state.json")
+# registrations (until their leases expire), which the new frontend would route to. (Within
+# one run they are kept: a restarted etcd or NATS finds its data again.)
+_EPHEMERAL = ("etcd-data", "nats-data")
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,11 @@ class PreparedRun:
     warnings: list[str] = field(default_factory=list)
 
 
-def prepare_run(topo: Topology, run_root: Path | None = None) -> PreparedRun:
+def prepare_run(topo: Topology, run_root: Path | None = None, *,
+                keep_runs: int = DEFAULT_KEEP_RUNS) -> PreparedRun:
     """Everything before the first process starts: claim the run directory (stopping what a
-    dead supervisor left), preflight, render, write the model card and engine configs."""
+    dead supervisor left), preflight, render, keep the last `keep_runs` runs' logs, write the
+    model card and engine configs."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
     cleaned = claim(run_dir)
@@ -64,6 +68,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None) -> PreparedRun:
 
         check_shared(topo)
     run_dir.remove(_EPHEMERAL)
+    run_dir.archive_previous(keep_runs)
     run_dir.prepare()
     # A Slurm job record from an earlier `up` of this name would make `down` cancel that job.
     run_dir.slurm_job_file.unlink(missing_ok=True)
@@ -162,13 +167,16 @@ class RunningGraph:
 
 
 def launch_graph(topo: Topology, *, run_root: Path | None = None,
-                 ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                 ready_timeout_s: float | None = None, supervision: Supervision | None = None,
                  grace_s: float = DEFAULT_GRACE_S,
-                 on_event: Callable[[str], None] | None = None) -> RunningGraph:
-    """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`)."""
-    prepared = prepare_run(topo, run_root)
+                 on_event: Callable[[str], None] | None = None,
+                 keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
+    """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
+    readiness budget defaults to the workers' startup budget for the backend and model."""
+    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
+    ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            policy=policy, grace_s=grace_s, on_event=on_event)
+                            supervision=supervision, grace_s=grace_s, on_event=on_event)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",
@@ -180,11 +188,11 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
 
 
 def start_graph(topo: Topology, *, run_root: Path | None = None,
-                ready_timeout_s: float = 120.0, policy: RestartPolicy | None = None,
+                ready_timeout_s: float | None = None, supervision: Supervision | None = None,
                 grace_s: float = DEFAULT_GRACE_S,
                 on_event: Callable[[str], None] | None = None) -> RunningGraph:
     """Start the graph and return once it is ready (RunError, everything stopped, if not)."""
     graph = launch_graph(topo, run_root=run_root, ready_timeout_s=ready_timeout_s,
-                         policy=policy, grace_s=grace_s, on_event=on_event)
+                         supervision=supervision, grace_s=grace_s, on_event=on_event)
     graph.wait_ready()
     return graph

@@ -5,6 +5,7 @@ Each failure is a one-line PreflightError that names what is wrong and what to d
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import shutil
 import socket
@@ -117,17 +118,18 @@ def listen_host(spec: ProcessSpec, topo: Topology) -> str:
     return topo.frontend.host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
 
 
-def port_free(host: str, port: int) -> bool:
-    """Whether a server could bind host:port now. SO_REUSEADDR, as etcd, NATS and Dynamo
-    set it, so ports in TIME_WAIT from a graph just stopped do not count as taken."""
+def _bind_error(host: str, port: int) -> int | None:
+    """The errno binding host:port fails with now, None if a server could bind it. With
+    SO_REUSEADDR, as etcd, NATS and Dynamo set it, so ports in TIME_WAIT from a graph just
+    stopped do not count as taken."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except OSError:
-            return False
-    return True
+        except OSError as exc:
+            return exc.errno or -1
+    return None
 
 
 def _holder(port: int) -> str:
@@ -145,7 +147,13 @@ def check_ports(plan: LaunchPlan, topo: Topology) -> None:
     for spec in plan.processes:
         host = listen_host(spec, topo)
         for port_name, port in spec.ports.items():
-            if not port_free(host, port):
+            failure = _bind_error(host, port)
+            if failure == errno.EADDRNOTAVAIL:
+                raise PreflightError(
+                    f"{spec.name} cannot listen on {host}: it is not an address of this "
+                    "machine; set frontend.host to 127.0.0.1, 0.0.0.0 or one of this "
+                    "machine's addresses")
+            if failure is not None:
                 raise PreflightError(
                     f"port {port} for {spec.name} ({port_key(spec, port_name, plan)}) is "
                     f"already in use{_holder(port)}; stop that process or set "

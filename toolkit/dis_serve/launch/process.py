@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -33,6 +34,16 @@ def _die_with_parent(parent_pid: int) -> None:
     # The parent may have died between fork and prctl; then nobody would ever signal us.
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def parent_death_preexec() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the kernel SIGKILL the child when the spawning thread dies
+    (None where Linux's prctl is missing): for children in a session of their own, which no
+    signal to our process group reaches."""
+    if _prctl is None:
+        return None
+    parent = os.getpid()
+    return lambda: _die_with_parent(parent)
 
 
 def create_time(pid: int) -> float | None:
@@ -75,18 +86,17 @@ class ChildProcess:
     def start(self) -> None:
         env = os.environ | self.spec.env
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
             log.write(f"--- dis-serve: starting {self.name}: {' '.join(self.spec.argv)}\n"
                       .encode())
             log.flush()
-            preexec = None
-            if _prctl is not None:
-                parent = os.getpid()
-                preexec = lambda: _die_with_parent(parent)  # noqa: E731
+            preexec = parent_death_preexec()
+            # umask 077: what a child writes (etcd's and NATS's data, caches) is private too.
             self.popen = subprocess.Popen(
                 self.spec.argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec,
-                close_fds=True)
+                close_fds=True, umask=0o077)
         self.started_at = time.monotonic()
         self.create_time = create_time(self.popen.pid)
 

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 PROBE_TIMEOUT_S = 2.0
 
 
-def http_client() -> httpx.Client:
-    return direct_client(PROBE_TIMEOUT_S, connect_s=0.5)
+def http_client(timeout_s: float = PROBE_TIMEOUT_S) -> httpx.Client:
+    return direct_client(timeout_s, connect_s=min(0.5, timeout_s))
 
 
 def tcp_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
@@ -56,25 +56,43 @@ def _get_json(client: httpx.Client, url: str) -> tuple[int, object]:
 
 def process_ready(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> bool:
     """One probe of one process; cheap enough to call every poll."""
+    return probe_process(client, spec, plan).ready
+
+
+@dataclass(frozen=True)
+class Probe:
+    answered: bool  # the process answered at all: it is alive, if perhaps not ready
+    ready: bool
+
+
+def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> Probe:
+    """One probe of one process. A worker that answers "notready" (say, while etcd is away)
+    is alive; one that does not answer within the client's timeout is hung or gone."""
     probe = spec.readiness
     if probe.kind is ProbeKind.TCP:
         assert probe.port is not None
-        return tcp_accepts(probe.port, probe.host or "127.0.0.1")
+        accepts = tcp_accepts(probe.port, probe.host or "127.0.0.1")
+        return Probe(answered=accepts, ready=accepts)
     assert probe.url is not None
     if spec.kind is ProcessKind.FRONTEND:
         # Listing the model implies a healthy server; one request per poll, not two, matters
         # on a small machine while three Python processes start.
-        return plan.model_name in served_models(client, plan.endpoint)
+        code, body = _get_json(client, f"{plan.endpoint}/v1/models")
+        return Probe(answered=code != 0, ready=plan.model_name in _model_ids(code, body))
     code, body = _get_json(client, probe.url)
     if code != 200:
-        return False
+        return Probe(answered=code != 0, ready=False)
     if spec.kind is ProcessKind.WORKER:
-        return isinstance(body, dict) and body.get("status") == "ready"
-    return True
+        return Probe(answered=True,
+                     ready=isinstance(body, dict) and body.get("status") == "ready")
+    return Probe(answered=True, ready=True)
 
 
 def served_models(client: httpx.Client, endpoint: str) -> list[str]:
-    code, body = _get_json(client, f"{endpoint}/v1/models")
+    return _model_ids(*_get_json(client, f"{endpoint}/v1/models"))
+
+
+def _model_ids(code: int, body: object) -> list[str]:
     if code != 200 or not isinstance(body, dict):
         return []
     return [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
@@ -98,17 +116,19 @@ class RouterView:
         return ", ".join(f"{t} {self.seen.get(t, 0)}/{n}" for t, n in self.expected.items())
 
 
-def expected_workers(plan: LaunchPlan) -> dict[str, int]:
+def expected_workers(plan: LaunchPlan, workers: list[ProcessSpec] | None = None) -> dict[str, int]:
+    """Workers per worker type: of the plan, or of `workers` (those not given up)."""
     counts: dict[str, int] = {}
-    for spec in plan.workers:
+    for spec in plan.workers if workers is None else workers:
         assert spec.role is not None
         key = spec.role.worker_type
         counts[key] = counts.get(key, 0) + 1
     return counts
 
 
-def router_view(client: httpx.Client, plan: LaunchPlan) -> RouterView:
-    expected = expected_workers(plan)
+def router_view(client: httpx.Client, plan: LaunchPlan,
+                workers: list[ProcessSpec] | None = None) -> RouterView:
+    expected = expected_workers(plan, workers)
     url = f"{plan.endpoint}/v1/models/{quote(plan.model_name, safe='')}/ready"
     _code, body = _get_json(client, url)  # 503 while a worker type is missing: still read it
     seen: dict[str, int] = {}

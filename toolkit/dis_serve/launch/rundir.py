@@ -7,6 +7,10 @@ Layout under `$DIS_SERVE_HOME` (default `./.dis-serve`):
     runs/<name>/state.json      what the supervisor observed last (GraphStatus), rewritten
                                 atomically on every change: pids, create times, states
     runs/<name>/logs/<process>.log, logs/supervisor.log
+                                each rotated by size: <process>.log.1 is the newest old part
+    runs/<name>/previous/<time>/ the logs and last state of earlier runs (`up --keep-runs`)
+
+Private by default: directories 0700, files 0600 (logs hold prompts, state holds pids).
 """
 
 from __future__ import annotations
@@ -21,11 +25,18 @@ from pydantic import ValidationError
 
 from ..ansi import strip_ansi
 from ..atomic_file import write_atomic
+from ..errors import UserInputError
 from ..render.launch_plan import LaunchPlan
-from ..topology import Topology
+from ..topology import Topology, is_valid_name
 from .status import GraphStatus
 
 HOME_ENV = "DIS_SERVE_HOME"
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+# Logs grow about 6 KB per request at Dynamo's default level: rotate by size, keep a few.
+LOG_MAX_BYTES = 32 * 1024 * 1024
+LOG_BACKUPS = 3
+DEFAULT_KEEP_RUNS = 3
 
 
 def default_root() -> Path:
@@ -42,7 +53,18 @@ class RunDir:
 
     @classmethod
     def for_graph(cls, name: str, root: Path | None = None) -> RunDir:
-        return cls((root or default_root()) / "runs" / name)
+        """The run directory of graph `name`; UserInputError for a name that is not a graph
+        name (`..`, slashes, a newline) or a directory that leads out of the run root."""
+        runs = (root or default_root()) / "runs"
+        if not is_valid_name(name):
+            raise UserInputError(f"{name[:60]!r} is not a graph name", key="name",
+                                 fix="graph names are 2-40 lower-case letters, digits or "
+                                     "dashes; `dis-serve status` lists the graphs")
+        path = runs / name
+        if path.is_symlink() or (path.exists() and path.resolve().parent != runs.resolve()):
+            raise UserInputError(f"{path} leads outside {runs}", key="name",
+                                 fix="remove that link; run directories are plain directories")
+        return cls(path)
 
     @property
     def name(self) -> str:
@@ -90,14 +112,82 @@ class RunDir:
             elif path.exists():
                 path.unlink()
 
+    @property
+    def previous(self) -> Path:
+        return self.path / "previous"
+
     def prepare(self) -> None:
-        self.logs.mkdir(parents=True, exist_ok=True)
+        for directory in (self.path, self.logs):
+            directory.mkdir(parents=True, exist_ok=True)
+            directory.chmod(PRIVATE_DIR)
+
+    def open_log(self, process: str) -> int:
+        """A file descriptor appending to the process's log (created private)."""
+        self.prepare()
+        return os.open(self.log_file(process), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                       PRIVATE_FILE)
+
+    def rotate_logs(self, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS) -> list[str]:
+        """Copy each log past `max_bytes` to `.1` (older parts shift up, the oldest goes) and
+        empty it in place: its process keeps its descriptor and, appending, writes on at the
+        start. The names of the logs rotated."""
+        rotated = []
+        for log in sorted(self.logs.glob("*.log")):
+            try:
+                if log.stat().st_size <= max_bytes:
+                    continue
+                for index in range(backups - 1, 0, -1):
+                    older = log.with_name(f"{log.name}.{index}")
+                    if older.exists():
+                        older.replace(log.with_name(f"{log.name}.{index + 1}"))
+                shutil.copyfile(log, log.with_name(f"{log.name}.1"))
+                os.truncate(log, 0)
+                rotated.append(log.stem)
+            except OSError:
+                continue  # gone meanwhile, or the directory was removed: try next time
+        return rotated
+
+    def archive_previous(self, keep_runs: int = DEFAULT_KEEP_RUNS) -> Path | None:
+        """Move the last run's logs and state under previous/<time>/ and keep only the
+        newest `keep_runs` of those (0: keep none). Where they went, if anywhere."""
+        moved = None
+        if keep_runs > 0 and (self.logs.is_dir() or self.state_file.is_file()):
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self._last_started()))
+            moved = self.previous / stamp
+            suffix = 1
+            while moved.exists():
+                suffix += 1
+                moved = self.previous / f"{stamp}-{suffix}"
+            moved.mkdir(parents=True, mode=PRIVATE_DIR)
+            self.previous.chmod(PRIVATE_DIR)
+            for item in (self.logs, self.state_file):
+                if item.exists():
+                    item.replace(moved / item.name)
+        for item in (self.logs, self.state_file):
+            if item.is_dir():
+                shutil.rmtree(item)
+            elif item.exists():
+                item.unlink()
+        if self.previous.is_dir():
+            runs = sorted(p for p in self.previous.iterdir() if p.is_dir())
+            for old in runs[:max(0, len(runs) - keep_runs)]:
+                shutil.rmtree(old, ignore_errors=True)
+        return moved
+
+    def _last_started(self) -> float:
+        state = self.read_state()
+        if state is not None:
+            return state.started_at
+        try:
+            return self.logs.stat().st_mtime
+        except OSError:
+            return time.time()
 
     # --- the files ------------------------------------------------------------------------
     def write_launch_inputs(self, topo: Topology, plan: LaunchPlan) -> None:
         self.prepare()
-        write_atomic(self.topology_file, topo.model_dump_json(indent=2))
-        write_atomic(self.plan_file, plan.model_dump_json(indent=2))
+        write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
+        write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
 
     def read_topology(self) -> Topology:
         """The topology the graph was started from (the doctor's expectations, `down`'s
@@ -118,7 +208,7 @@ class RunDir:
             return None
 
     def write_state(self, status: GraphStatus) -> None:
-        write_atomic(self.state_file, status.model_dump_json(indent=2))
+        write_atomic(self.state_file, status.model_dump_json(indent=2), PRIVATE_FILE)
 
     def read_state(self) -> GraphStatus | None:
         """The last recorded status, or None when there is none (or it is unreadable)."""
@@ -173,4 +263,6 @@ def list_runs(root: Path | None = None) -> list[RunDir]:
     runs = (root or default_root()) / "runs"
     if not runs.is_dir():
         return []
-    return sorted((RunDir(p) for p in runs.iterdir() if p.is_dir()), key=lambda r: r.name)
+    return sorted((RunDir(p) for p in runs.iterdir()
+                   if p.is_dir() and not p.is_symlink() and is_valid_name(p.name)),
+                  key=lambda r: r.name)

@@ -17,7 +17,7 @@ class ProcessState(StrEnum):
     BACKOFF = "backoff"        # crashed; waiting to restart
     STOPPING = "stopping"
     STOPPED = "stopped"
-    FAILED = "failed"          # exited and will not be restarted
+    FAILED = "failed"          # exited and will not be restarted (given up)
 
     @property
     def alive(self) -> bool:
@@ -28,6 +28,7 @@ class ProcessState(StrEnum):
 class GraphPhase(StrEnum):
     STARTING = "starting"
     READY = "ready"
+    DEGRADED = "degraded"      # serving, but a process is down, restarting or given up
     STOPPING = "stopping"
     STOPPED = "stopped"
     FAILED = "failed"
@@ -35,6 +36,10 @@ class GraphPhase(StrEnum):
     @property
     def finished(self) -> bool:
         return self in (GraphPhase.STOPPED, GraphPhase.FAILED)
+
+    @property
+    def serving(self) -> bool:
+        return self in (GraphPhase.READY, GraphPhase.DEGRADED)
 
 
 class ProcessStatus(BaseModel):
@@ -66,6 +71,9 @@ class GraphStatus(BaseModel):
     ready_after_s: float | None = Field(
         default=None, description="Seconds from the first spawn to ready.")
     error: str | None = Field(default=None, description="Why the graph failed, if it did.")
+    problems: list[str] = Field(
+        default_factory=list,
+        description="While degraded: what is down, restarting or given up, and why.")
     processes: list[ProcessStatus]
 
     def process(self, name: str) -> ProcessStatus:

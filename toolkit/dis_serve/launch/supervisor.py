@@ -1,4 +1,4 @@
-"""Start a launch plan in order, keep it running, stop it in reverse.
+"""Start a launch plan in order, keep it running and healing, stop it in reverse.
 
 One thread owns every child for its whole life (see process.py on PR_SET_PDEATHSIG): it
 spawns, polls, restarts and stops. Other threads only read `snapshot` and call `request_stop`.
@@ -7,9 +7,16 @@ spawns, polls, restarts and stops. Other threads only read `snapshot` and call `
   every worker at once (the frontend discovers workers whenever they register). Ready: every
   process passes its probe (readiness.py) and the router sees every prefill and decode
   worker.
-- Crash: a worker that exits is restarted after a capped exponential backoff; more than
-  `max_failures` crashes of one worker within `window_s` gives up on the graph. etcd, NATS or
-  the frontend exiting fails the graph at once (nothing can route without them).
+- Exit: any exit of any process (status 0 too: all of them should run until stopped) is a
+  failure; the process is restarted after its kind's backoff (the topology's `supervision`
+  section). etcd and NATS keep their data directories, so their state survives; workers
+  register again. More than `max_failures` exits within `window_s` gives up that process
+  alone: the graph runs on, `degraded`, and says why. It fails only when it cannot serve
+  at all: etcd, NATS or the frontend given up, or every worker of a pool role.
+- Liveness: a worker whose health probe goes unanswered `liveness.failures` times in a row
+  (hung, not merely "notready") is stopped and restarted like a crash.
+- Control: a state file that cannot be written (the run directory deleted) is reported and
+  retried; nothing that goes wrong on disk stops supervision.
 - Stop: the frontend first (no new requests), then the workers, then NATS, then etcd; each a
   SIGTERM to its process group, a grace period, then SIGKILL.
 """
@@ -17,6 +24,7 @@ spawns, polls, restarts and stops. Other threads only read `snapshot` and call `
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import threading
 import time
@@ -25,12 +33,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..render.launch_plan import LaunchPlan, ProcessSpec
-from ..topology import ProcessKind
+from ..topology import ProcessKind, Restart, Supervision
 from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .readiness import (
     RouterView,
     http_client,
-    process_ready,
+    probe_process,
     router_view,
     tcp_accepts,
 )
@@ -42,30 +50,25 @@ if TYPE_CHECKING:
     import httpx
 
 LOG_LINES_ON_FAILURE = 15
-
-
-@dataclass(frozen=True)
-class RestartPolicy:
-    backoff_base_s: float = 1.0
-    backoff_cap_s: float = 30.0
-    max_failures: int = 5
-    window_s: float = 300.0
-
-    def delay(self, consecutive_failures: int) -> float:
-        exponent = max(0, consecutive_failures - 1)
-        return min(self.backoff_cap_s, self.backoff_base_s * (2 ** min(exponent, 30)))
+LOG_ROTATION_EVERY_S = 5.0
+# A hung process gets this long to honour SIGTERM before SIGKILL (it is hung: not long).
+HUNG_GRACE_S = 1.0
+_LIVE = (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY)
 
 
 @dataclass
 class _Slot:
     child: ChildProcess
+    policy: Restart
     state: ProcessState = ProcessState.PENDING
     ready: bool = False
     restarts: int = 0
     consecutive_failures: int = 0
+    unanswered_probes: int = 0
     crashes: collections.deque[float] = field(default_factory=collections.deque)
     restart_at: float | None = None
     exit_code: int | None = None
+    problem: str | None = None
 
     @property
     def spec(self) -> ProcessSpec:
@@ -73,29 +76,28 @@ class _Slot:
 
 
 class GraphFailed(Exception):
-    """The graph cannot run (infrastructure died, a worker kept crashing, not ready in time)."""
+    """The graph cannot serve (a process it cannot do without given up, not ready in time)."""
 
 
 class Supervisor:
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float = 120.0,
-                 policy: RestartPolicy | None = None, grace_s: float = DEFAULT_GRACE_S,
+                 supervision: Supervision | None = None, grace_s: float = DEFAULT_GRACE_S,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
-                 health_every_s: float = 1.0,
                  on_event: Callable[[str], None] | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
-        self.policy = policy or RestartPolicy()
+        self.supervision = supervision or plan.supervision
         self.grace_s = grace_s
         self.poll_s = poll_s
         self.steady_poll_s = steady_poll_s
-        self.health_every_s = health_every_s
         self.on_event = on_event or (lambda _msg: None)
         self.ready = threading.Event()
         self.finished = threading.Event()
         self.error: str | None = None
         self._stop = threading.Event()
-        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name)))
+        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name)),
+                             spec.kind.restart_policy(self.supervision))
                        for spec in plan.processes]
         self._phase = GraphPhase.STARTING
         self._started_wall = time.time()
@@ -104,7 +106,9 @@ class Supervisor:
         self._router: RouterView | None = None
         self._own_create_time = create_time(os.getpid()) or 0.0
         self._signature: tuple = ()
+        self._state_write_failing = False
         self._client: httpx.Client | None = None
+        self._live_client: httpx.Client | None = None
         self.snapshot = self._build_status()
 
     # --- public -------------------------------------------------------------------------
@@ -126,8 +130,9 @@ class Supervisor:
             try:
                 self._shutdown()
             finally:
-                if self._client is not None:
-                    self._client.close()
+                for client in (self._client, self._live_client):
+                    if client is not None:
+                        client.close()
                 self._phase = GraphPhase.FAILED if self.error else GraphPhase.STOPPED
                 self._publish()
                 self.finished.set()
@@ -143,6 +148,7 @@ class Supervisor:
         # etcd's leader election to be over (/health): they spend the election importing.
         while not self._stop.is_set():
             self._check_exits()
+            self._restart_due()
             if all(tcp_accepts(port) for s in infra for port in s.spec.ports.values()):
                 break
             self._wait_or_timeout(deadline)
@@ -153,13 +159,22 @@ class Supervisor:
         while not self._stop.is_set():
             self._check_exits()
             self._restart_due()
-            self._probe([s for s in self._slots if not s.ready])
-            if all(s.ready for s in self._slots):
-                self._router = router_view(self._http, self.plan)
-                if self._router.complete:
-                    self._mark_ready()
-                    return
+            self._probe([s for s in self._slots if not s.ready and s.state in _LIVE],
+                        self._http)
+            if self._all_up():
+                self._mark_ready()
+                return
             self._wait_or_timeout(deadline)
+
+    def _all_up(self) -> bool:
+        """Every process not given up is ready, and the router has attached every such
+        worker (a worker can be healthy before the frontend has discovered it)."""
+        running = [s for s in self._slots if s.state is not ProcessState.FAILED]
+        if not all(s.ready for s in running):
+            return False
+        workers = [s.spec for s in running if s.spec.kind is ProcessKind.WORKER]
+        self._router = router_view(self._http, self.plan, workers)
+        return self._router.complete
 
     def _wait_or_timeout(self, deadline: float) -> None:
         if time.monotonic() > deadline:
@@ -170,13 +185,13 @@ class Supervisor:
     def _mark_ready(self) -> None:
         assert self._first_spawn is not None
         self._ready_after = time.monotonic() - self._first_spawn
-        self._phase = GraphPhase.READY
+        self._phase = self._serving_phase()
         self._publish()
         self.ready.set()
         self.on_event(f"ready after {self._ready_after:.2f} s: {self.plan.endpoint}")
 
     def _not_ready_message(self) -> str:
-        pending = [s for s in self._slots if not s.ready]
+        pending = [s for s in self._slots if not s.ready and s.state is not ProcessState.FAILED]
         if pending:
             slot = pending[0]
             what = f"{slot.spec.name} is not ready (state {slot.state.value})"
@@ -204,65 +219,105 @@ class Supervisor:
 
     # --- steady state -------------------------------------------------------------------
     def _supervise(self) -> None:
-        next_health = time.monotonic() + self.health_every_s
+        liveness = self.supervision.liveness
+        self._live_client = http_client(liveness.timeout_s)
+        next_health = time.monotonic() + liveness.period_s
+        next_rotation = time.monotonic() + LOG_ROTATION_EVERY_S
         while not self._stop.is_set():
+            if time.monotonic() >= next_rotation:
+                self.run_dir.rotate_logs()
+                next_rotation = time.monotonic() + LOG_ROTATION_EVERY_S
             self._check_exits()
             self._restart_due()
             starting = [s for s in self._slots if s.state is ProcessState.STARTING]
             if starting:
-                self._probe(starting)
+                self._probe(starting, self._http)
             if time.monotonic() >= next_health:
                 self._probe([s for s in self._slots
-                             if s.state in (ProcessState.READY, ProcessState.UNHEALTHY)])
-                next_health = time.monotonic() + self.health_every_s
+                             if s.state in (ProcessState.READY, ProcessState.UNHEALTHY)],
+                            self._live_client, liveness=True)
+                next_health = time.monotonic() + liveness.period_s
+            self._phase = self._serving_phase()
             self._publish()
             self._stop.wait(self.poll_s if starting else self.steady_poll_s)
 
-    def _probe(self, slots: list[_Slot]) -> None:
+    def _serving_phase(self) -> GraphPhase:
+        return (GraphPhase.READY if all(s.state is ProcessState.READY for s in self._slots)
+                else GraphPhase.DEGRADED)
+
+    def _probe(self, slots: list[_Slot], client: httpx.Client, *,
+               liveness: bool = False) -> None:
         for slot in slots:
             if not slot.child.alive:
                 continue
-            ok = process_ready(self._http, slot.spec, self.plan)
-            if ok and not slot.ready:
+            probe = probe_process(client, slot.spec, self.plan)
+            if probe.ready and not slot.ready:
                 slot.consecutive_failures = 0
-            slot.ready = ok
-            if ok:
-                slot.state = ProcessState.READY
+            slot.ready = probe.ready
+            slot.unanswered_probes = 0 if probe.answered else slot.unanswered_probes + 1
+            if probe.ready:
+                slot.state, slot.problem = ProcessState.READY, None
             elif slot.state is ProcessState.READY:
                 slot.state = ProcessState.UNHEALTHY
+                slot.problem = "answers its health probe, not ready" if probe.answered \
+                    else "does not answer its health probe"
+            if liveness and slot.spec.kind is ProcessKind.WORKER \
+                    and slot.unanswered_probes >= self.supervision.liveness.failures:
+                self._restart_hung(slot)
+
+    def _restart_hung(self, slot: _Slot) -> None:
+        self.on_event(f"{slot.spec.name} left {slot.unanswered_probes} health probes in a "
+                      "row unanswered; restarting it")
+        assert slot.child.pid is not None
+        code = slot.child.exit_status(stop_processes([slot.child.pid], HUNG_GRACE_S))
+        self._on_exit(slot, code, time.monotonic(), "was hung")
 
     def _check_exits(self) -> None:
         now = time.monotonic()
         for slot in self._slots:
-            if slot.state not in (ProcessState.STARTING, ProcessState.READY,
-                                  ProcessState.UNHEALTHY):
+            if slot.state not in _LIVE:
                 continue
             code = slot.child.poll()
-            if code is None:
-                continue
-            slot.exit_code = code
-            slot.ready = False
-            if not slot.spec.kind.restarts_on_crash:
-                slot.state = ProcessState.FAILED
-                raise GraphFailed(
-                    f"{slot.spec.name} exited with status {code}; the graph cannot run "
-                    f"without it; last lines of {slot.child.log_path}:\n"
-                    + self._last_lines(slot))
-            slot.crashes.append(now)
-            while slot.crashes and now - slot.crashes[0] > self.policy.window_s:
-                slot.crashes.popleft()
-            if len(slot.crashes) >= self.policy.max_failures:
-                slot.state = ProcessState.FAILED
-                raise GraphFailed(
-                    f"{slot.spec.name} crashed {len(slot.crashes)} times within "
-                    f"{self.policy.window_s:g} s (last exit status {code}); giving up; last "
-                    f"lines of {slot.child.log_path}:\n" + self._last_lines(slot))
-            slot.consecutive_failures += 1
-            delay = self.policy.delay(slot.consecutive_failures)
-            slot.restart_at = now + delay
-            slot.state = ProcessState.BACKOFF
-            self.on_event(f"{slot.spec.name} exited with status {code}; restarting in "
-                          f"{delay:g} s")
+            if code is not None:
+                self._on_exit(slot, code, now, f"exited with status {code}")
+
+    def _on_exit(self, slot: _Slot, code: int | None, now: float, what: str) -> None:
+        slot.exit_code = code
+        slot.ready = False
+        slot.unanswered_probes = 0
+        policy = slot.policy
+        if not policy.enabled:
+            self._give_up(slot, f"{what} and restarts are off for it")
+            return
+        slot.crashes.append(now)
+        while slot.crashes and now - slot.crashes[0] > policy.window_s:
+            slot.crashes.popleft()
+        if len(slot.crashes) >= policy.max_failures:
+            self._give_up(slot, f"crashed {len(slot.crashes)} times within "
+                                f"{policy.window_s:g} s (last: {what}); giving up")
+            return
+        slot.consecutive_failures += 1
+        delay = policy.delay(slot.consecutive_failures)
+        slot.restart_at = now + delay
+        slot.state = ProcessState.BACKOFF
+        slot.problem = f"{what}; restarting"
+        self.on_event(f"{slot.spec.name} {what}; restarting in {delay:g} s")
+
+    def _give_up(self, slot: _Slot, why: str) -> None:
+        """This process stays down; the graph serves on without it if it can."""
+        slot.state = ProcessState.FAILED
+        slot.problem = why
+        message = (f"{slot.spec.name} {why}; last lines of {slot.child.log_path}:\n"
+                   + self._last_lines(slot))
+        if slot.spec.kind.serves_alone:
+            raise GraphFailed(f"{message}\nthe graph cannot serve without "
+                              f"{slot.spec.name}; stopping it")
+        peers = [s for s in self._slots if s.spec.role is slot.spec.role]
+        if all(s.state is ProcessState.FAILED for s in peers):
+            assert slot.spec.role is not None
+            raise GraphFailed(f"{message}\nno {slot.spec.role.value} worker is left; the "
+                              "graph cannot serve; stopping it")
+        self.on_event(f"degraded: {message}")
 
     def _restart_due(self) -> None:
         now = time.monotonic()
@@ -317,6 +372,8 @@ class Supervisor:
             supervisor_pid=os.getpid(), supervisor_create_time=self._own_create_time,
             phase=self._phase, started_at=self._started_wall, ready_after_s=self._ready_after,
             error=self.error,
+            problems=[f"{s.spec.name}: {s.problem}" for s in self._slots
+                      if s.problem and self._phase is GraphPhase.DEGRADED],
             processes=[ProcessStatus(
                 name=s.spec.name, kind=s.spec.kind, pid=s.child.pid,
                 create_time=s.child.create_time, state=s.state, ports=dict(s.spec.ports),
@@ -326,11 +383,27 @@ class Supervisor:
     def _publish(self) -> None:
         # Called every poll: compare a cheap signature, build and write only on a change.
         signature = (self._phase, self.error, self._ready_after, tuple(
-            (s.state, s.ready, s.restarts, s.child.pid, s.exit_code) for s in self._slots))
-        if signature != self._signature:
-            self._signature = signature
-            self.snapshot = self._build_status()
+            (s.state, s.ready, s.restarts, s.child.pid, s.exit_code, s.problem)
+            for s in self._slots))
+        if signature == self._signature and self.run_dir.state_file.exists():
+            return
+        self.snapshot = self._build_status()
+        try:
             self.run_dir.write_state(self.snapshot)
+        except OSError as exc:
+            # Say so once, keep supervising, and try again at the next poll (recreating the
+            # run directory if someone removed it).
+            if not self._state_write_failing:
+                self.on_event(f"cannot write {self.run_dir.state_file} ({exc}); supervising "
+                              "on and retrying")
+            self._state_write_failing = True
+            with contextlib.suppress(OSError):
+                self.run_dir.prepare()
+            return
+        if self._state_write_failing:
+            self.on_event(f"{self.run_dir.state_file} written again")
+            self._state_write_failing = False
+        self._signature = signature
 
 
 def stop_order(specs: list[ProcessSpec]) -> list[list[ProcessSpec]]:

@@ -38,7 +38,8 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
     pools = {pool.role.value: pool.spec.model_dump(exclude_unset=True) for pool in plan.pools}
     data: dict = {
         "name": graph_name(request, plan, mock),
-        "model": {"id": known.hf_id, "dtype": request.dtype.value,
+        # The checkpoint that holds the planned weight format (TRT-LLM never quantizes).
+        "model": {"id": _checkpoint_id(request), "dtype": request.dtype.value,
                   "kv_cache_dtype": request.kv_cache_dtype.value,
                   "max_input_tokens": workload.max_isl, "max_output_tokens": workload.max_osl},
         "hardware": {"gpu": request.gpu.value, "gpus_per_node": request.gpus_per_node,
@@ -50,6 +51,10 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
     }
     if request.price_per_gpu_hour is not None:
         data["hardware"]["price_per_gpu_hour"] = request.price_per_gpu_hour
+    if request.autoscale and not mock:
+        # Dynamo's SLA planner keeps the plan's targets on Kubernetes within its GPU count.
+        data["autoscale"] = {"ttft_ms": request.ttft_ms, "itl_ms": request.itl_ms,
+                             "max_gpus": plan.gpus}
     if mock:
         data["mocker"] = {"num_gpu_blocks": _mock_blocks(target, plan)}
         if profile is not None:
@@ -65,6 +70,13 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
         return Topology.model_validate(data)
     except ValidationError as exc:  # a planner bug, not the user's input
         raise RunError(f"the planned topology does not validate: {exc}") from exc
+
+
+def _checkpoint_id(request: PlanRequest) -> str:
+    known = request.known_model
+    assert known is not None
+    checkpoint = known.checkpoint(request.dtype.value)
+    return checkpoint.hf_id if checkpoint is not None else known.hf_id
 
 
 def _mock_blocks(target: ModelOnGpu, plan: Candidate) -> int:

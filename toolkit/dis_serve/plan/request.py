@@ -114,11 +114,18 @@ class PlanRequest(BaseModel):
     replay_requests: int | None = Field(
         default=None, gt=0, description="Requests to replay (default: enough for a steady "
                                         "state).")
+    autoscale: bool = Field(
+        default=False,
+        description="Give the trtllm topology an `autoscale` section: on Kubernetes Dynamo's "
+                    "SLA planner then holds the SLA within the planned GPUs.")
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:
         if self.rate is not None and self.budget is not None:
             raise ValueError("give either `rate` or `budget`, not both")
+        if self.rate is None and self.budget is None and self.trace is None:
+            raise ValueError("give `rate` (requests/s to serve with the fewest GPUs) or "
+                             "`budget` (GPUs to get the most goodput from)")
         if self.trace is None and (self.isl is None or self.osl is None):
             raise ValueError("give `isl` and `osl`, or a `trace`")
         if self.trace is not None and (self.isl is not None or self.osl is not None):

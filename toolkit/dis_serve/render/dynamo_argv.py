@@ -85,18 +85,20 @@ def mocker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[st
     pool = topo.pools.get(role)
     assert pool is not None
     mock = topo.mocker
-    # The mocker takes no --namespace: its endpoint path names one whatever the target.
-    namespace = target.namespace or topo.namespace
-    args = ["--model-path", target.model_path, "--model-name", topo.model.name,
-            "--endpoint", f"dyn://{namespace}.{role.dynamo_component}.generate",
-            "--engine-type", "trtllm",
-            "--disaggregation-mode", role.disaggregation_mode,
-            "--max-num-seqs", str(pool.max_batch_size),
-            "--max-num-batched-tokens", str(pool.max_num_tokens),
-            "--max-model-len", str(topo.model.max_seq_len),
-            "--block-size", str(topo.kv_cache.block_size),
-            "--kv-cache-dtype", topo.model.kv_cache_dtype.mocker_dtype,
-            "--speedup-ratio", f"{mock.speedup_ratio:g}"]
+    args = ["--model-path", target.model_path, "--model-name", topo.model.name]
+    # The mocker takes no --namespace: its endpoint path names one. Where the platform
+    # supplies the namespace (Kubernetes' operator: NAMESPACE-NAME, unknown here) the flag is
+    # left out and the mocker builds the same path from DYN_NAMESPACE.
+    if target.namespace is not None:
+        args += ["--endpoint", f"dyn://{target.namespace}.{role.dynamo_component}.generate"]
+    args += ["--engine-type", "trtllm",
+             "--disaggregation-mode", role.disaggregation_mode,
+             "--max-num-seqs", str(pool.max_batch_size),
+             "--max-num-batched-tokens", str(pool.max_num_tokens),
+             "--max-model-len", str(topo.model.max_seq_len),
+             "--block-size", str(topo.kv_cache.block_size),
+             "--kv-cache-dtype", topo.model.kv_cache_dtype.mocker_dtype,
+             "--speedup-ratio", f"{mock.speedup_ratio:g}"]
     if mock.num_gpu_blocks is not None:
         args += ["--num-gpu-blocks-override", str(mock.num_gpu_blocks)]
     if mock.kv_transfer_bandwidth_gbps is not None and role is not PoolRole.AGG:
@@ -120,9 +122,15 @@ def trtllm_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[st
              "--tensor-parallel-size", str(pool.tensor_parallel),
              "--max-batch-size", str(pool.max_batch_size),
              "--max-num-tokens", str(pool.max_num_tokens),
-             "--max-seq-len", str(topo.model.max_seq_len),
-             "--free-gpu-memory-fraction", f"{pool.free_gpu_memory_fraction:g}",
-             "--publish-metrics"]
+             "--max-seq-len", str(topo.model.max_seq_len)]
+    # The engine config carries the KV-cache share (and wins over this flag in dynamo.trtllm);
+    # the flag only repeats a pool's own value for people reading the command line.
+    if pool.free_gpu_memory_fraction is not None:
+        args += ["--free-gpu-memory-fraction", f"{pool.free_gpu_memory_fraction:g}"]
+    # Iteration metrics cost decode throughput (Dynamo 1.6.1's own words): only when asked,
+    # or when Dynamo's planner needs them.
+    if topo.publishes_engine_metrics:
+        args.append("--publish-metrics")
     if role.publishes_kv_events and topo.router.mode.is_kv_aware:
         args.append("--publish-kv-events")
     return args

@@ -51,12 +51,13 @@ def render_engine_config(topo: Topology, role: PoolRole,
     config["disable_overlap_scheduler"] = not role.overlap_scheduler
     kv = config.setdefault("kv_cache_config", {})
     kv.update({
-        "free_gpu_memory_fraction": pool.free_gpu_memory_fraction,
         "dtype": topo.model.kv_cache_dtype.trtllm_dtype,
         "tokens_per_block": topo.kv_cache.block_size,
     })
-    config.setdefault("cuda_graph_config", {})["batch_sizes"] = \
-        cuda_graph_batch_sizes(pool.max_batch_size)
+    if pool.free_gpu_memory_fraction is not None:  # else the role template's share holds
+        kv["free_gpu_memory_fraction"] = pool.free_gpu_memory_fraction
+    if "cuda_graph_config" in config:  # the role's template decides whether it captures
+        config["cuda_graph_config"]["batch_sizes"] = cuda_graph_batch_sizes(pool.max_batch_size)
     if topo.mode is Mode.DISAGG:
         config["cache_transceiver_config"] = {
             **config.get("cache_transceiver_config", {}),

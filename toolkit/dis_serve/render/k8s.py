@@ -1,32 +1,54 @@
 """Topology -> Kubernetes: a DynamoGraphDeployment (nvidia.com/v1beta1) for Dynamo's operator,
-plus the ConfigMap holding the TensorRT-LLM engine configs it mounts.
+and what it needs around it: the model-cache claim and its download Job, the ConfigMap
+holding the TensorRT-LLM engine configs, a NetworkPolicy around the workers and, when asked,
+a public Service for the frontend.
 
-The shape follows the DGD templates Dynamo 1.6.1 ships (dynamo/profiler/templates/dgd/):
-`spec.components`, each with a `type` (frontend | prefill | decode | worker), `replicas` and a
-pod template whose container is named `main`. Pure: returns Python objects.
+The shape follows the DGD templates Dynamo 1.6.1 ships (dynamo/profiler/templates/dgd/) and
+NVIDIA's v1beta1 examples (examples/backends/trtllm/deploy/v1beta1/): `spec.components`, each
+with a `type` (frontend | prefill | decode | worker | planner), `replicas`,
+`sharedMemorySize` and a pod template whose container is named `main`. Pure: returns Python
+objects.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..topology import Backend, PoolRole, Topology
+from ..topology import PoolRole, Topology
 from .dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from .engine_config import dump_engine_config, render_engine_configs
+from .k8s_network import render_network_policy, render_public_service
+from .k8s_planner import planner_component
+from .k8s_pod import (
+    SYSTEM_PORT,
+    WORKER_GRACE_S,
+    container_security_context,
+    dynamo_namespace,
+    frontend_probes,
+    frontend_resources,
+    image_ref,
+    labels,
+    pod_security_context,
+    rdma_env,
+    uses_rdma,
+    worker_probes,
+    worker_resources,
+    worker_scheduling,
+)
+from .model_cache import (
+    cache_mount,
+    cache_volume,
+    claim_name,
+    marker_path,
+    offline_env,
+    render_claim,
+    render_download_job,
+    wait_for_cache,
+)
 
-DYNAMO_VERSION = "1.6.1"
-IMAGES = {
-    Backend.TRTLLM: f"nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:{DYNAMO_VERSION}",
-    # No mocker image exists; Dynamo's own mocker template runs it from the planner image.
-    Backend.MOCKER: f"nvcr.io/nvidia/ai-dynamo/dynamo-planner:{DYNAMO_VERSION}",
-}
-SYSTEM_PORT = 9090
 HTTP_PORT = 8000
 ENGINE_CONFIG_MOUNT = "/etc/dis-serve/engine"
 ROUTER_POLICY_MOUNT = "/etc/dis-serve/router"
-HF_SECRET = "hf-token-secret"  # noqa: S105 - a Secret's name, not a secret
-
-
 
 def config_map_name(topo: Topology) -> str:
     return f"{topo.name}-engine-configs"
@@ -39,26 +61,26 @@ def router_policy_map_name(topo: Topology) -> str:
 def target_params(topo: Topology) -> TargetParams:
     """In the cluster the frontend serves the Service, so it binds all interfaces; the
     operator supplies the namespace and the discovery endpoints; workers load the model by
-    id and read their engine configs (and the frontend its router policy) from ConfigMaps."""
+    id (from the model cache) and read their engine configs (and the frontend its router
+    policy) from ConfigMaps."""
     policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
     return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
                         model_path=topo.model.id, engine_config_dir=ENGINE_CONFIG_MOUNT,
                         router_policy_config=policy)
 
 
-def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": SYSTEM_PORT}, "periodSeconds": period,
-            "timeoutSeconds": 5, "failureThreshold": failures}
-
-
 def _frontend_component(topo: Topology) -> dict[str, Any]:
     target = target_params(topo)
     container: dict[str, Any] = {
-        "name": "main", "image": IMAGES[topo.backend],
+        "name": "main", "image": image_ref(topo),
         "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
         "ports": [{"name": "http", "containerPort": HTTP_PORT}],
+        **frontend_probes("http"),
+        "resources": frontend_resources(topo),
+        "securityContext": container_security_context(topo, rdma=False),
     }
-    pod_spec: dict[str, Any] = {"containers": [container]}
+    pod_spec: dict[str, Any] = {"securityContext": pod_security_context(topo),
+                                "containers": [container]}
     if topo.router.policy_config:
         # The policy file lives on the user's machine: it travels as a ConfigMap the user
         # creates from it (`render` prints the command), mounted where the flag points.
@@ -70,48 +92,65 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
             "podTemplate": {"spec": pod_spec}}
 
 
+def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The worker pod without its command: (pod spec, its `main` container)."""
+    container: dict[str, Any] = {
+        "name": "main", "image": image_ref(topo), "workingDir": "/workspace",
+        "env": [{"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
+                {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'},
+                *offline_env(), *rdma_env(topo)],
+        "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
+        **worker_probes(topo),
+        "resources": worker_resources(topo, role),
+        "securityContext": container_security_context(topo, rdma=uses_rdma(topo)),
+        "volumeMounts": [cache_mount()],
+    }
+    pod_spec: dict[str, Any] = {
+        "securityContext": pod_security_context(topo),
+        "terminationGracePeriodSeconds": WORKER_GRACE_S,
+        **worker_scheduling(topo),
+        "containers": [container],
+        "volumes": [cache_volume(topo)],
+    }
+    if (wait := wait_for_cache(topo)) is not None:
+        pod_spec["initContainers"] = [wait]
+    if topo.backend.uses_engine_config:
+        container["volumeMounts"].append({"name": "engine-configs",
+                                          "mountPath": ENGINE_CONFIG_MOUNT, "readOnly": True})
+        pod_spec["volumes"].append({"name": "engine-configs",
+                                    "configMap": {"name": config_map_name(topo)}})
+    return pod_spec, container
+
+
 def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     pool = topo.pools.get(role)
     assert pool is not None
     target = target_params(topo)
-    container: dict[str, Any] = {
-        "name": "main", "image": IMAGES[topo.backend], "workingDir": "/workspace",
-        "envFrom": [{"secretRef": {"name": HF_SECRET}}],
-        "env": [{"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
-                {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'}],
-        "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
-        "livenessProbe": _probe("/live", 10, 3),
-        "readinessProbe": _probe("/health", 10, 3),
-        # Loading 70B-class weights takes minutes: give startup its own, longer budget.
-        "startupProbe": _probe("/health", 10, 90),
-    }
-    pod_spec: dict[str, Any] = {"containers": [container]}
-    if topo.backend is Backend.TRTLLM:
-        container["resources"] = {"limits": {"nvidia.com/gpu": str(pool.tensor_parallel)},
-                                  "requests": {"nvidia.com/gpu": str(pool.tensor_parallel)}}
-        container["volumeMounts"] = [{"name": "engine-configs", "mountPath": ENGINE_CONFIG_MOUNT,
-                                      "readOnly": True}]
-        pod_spec["volumes"] = [{"name": "engine-configs",
-                                "configMap": {"name": config_map_name(topo)}}]
-        # NCCL between the TP ranks of one worker needs more shared memory than the default.
-        pod_spec["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory",
-                                                                 "sizeLimit": "16Gi"}})
-        container["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})
+    pod_spec, container = _worker_pod(topo, role)
     container["command"] = [target.python, "-m", topo.backend.module]
     container["args"] = worker_args(topo, role, target)
     return {"name": role.k8s_component_name(topo.backend), "type": role.k8s_component_type,
-            "replicas": pool.workers, "podTemplate": {"spec": pod_spec}}
+            "replicas": pool.workers,
+            # The operator mounts /dev/shm itself (and drops a user volume there); NCCL
+            # between a worker's TP ranks needs more than its 8Gi default.
+            "sharedMemorySize": topo.kubernetes.shared_memory,
+            "podTemplate": {"spec": pod_spec}}
 
 
 def render_dgd(topo: Topology) -> dict[str, Any]:
     components = [_frontend_component(topo)]
     components += [_worker_component(topo, role) for role, _ in topo.active_pools()]
+    if topo.autoscale is not None:
+        components.append(planner_component(topo))
+    spec: dict[str, Any] = {"components": components}
+    if (framework := topo.backend.dgd_backend_framework) is not None:
+        spec = {"backendFramework": framework, **spec}
     return {
         "apiVersion": "nvidia.com/v1beta1",
         "kind": "DynamoGraphDeployment",
-        "metadata": {"name": topo.name,
-                     "labels": {"app.kubernetes.io/managed-by": "dis-serve"}},
-        "spec": {"components": components},
+        "metadata": {"name": topo.name, "namespace": topo.kubernetes.namespace,
+                     "labels": labels(topo)},
+        "spec": spec,
     }
 
 
@@ -121,17 +160,41 @@ def render_config_map(topo: Topology) -> dict[str, Any] | None:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": config_map_name(topo),
-                     "labels": {"app.kubernetes.io/managed-by": "dis-serve"}},
+        "metadata": {"name": config_map_name(topo), "namespace": topo.kubernetes.namespace,
+                     "labels": labels(topo)},
         "data": {f"{role.value}.yaml": dump_engine_config(config)
                  for role, config in render_engine_configs(topo).items()},
     }
 
 
 def render_manifests(topo: Topology) -> list[dict[str, Any]]:
-    """ConfigMap first, so `kubectl apply -f` creates what the DGD mounts before it."""
-    docs = []
-    if (config_map := render_config_map(topo)) is not None:
-        docs.append(config_map)
-    docs.append(render_dgd(topo))
-    return docs
+    """In apply order: what the DGD's pods mount or wait for comes before the DGD."""
+    docs = [render_claim(topo), render_download_job(topo), render_config_map(topo),
+            render_network_policy(topo), render_public_service(topo), render_dgd(topo)]
+    return [doc for doc in docs if doc is not None]
+
+
+def operator_notes(topo: Topology) -> list[str]:
+    """What Dynamo's operator adds to or overrides in these manifests, said where a reader
+    of the manifest looks for it (the header of the rendered file)."""
+    shm = topo.kubernetes.shared_memory
+    notes = [
+        f"Dynamo namespace: the operator names it after the Kubernetes namespace and the "
+        f"DGD name, {dynamo_namespace(topo)}, and injects it (DYN_NAMESPACE) into every pod; "
+        "no component is given --namespace.",
+        f"/dev/shm: the operator mounts its own tmpfs of each component's sharedMemorySize "
+        f"(workers: {shm}; frontend and planner: its 8Gi default) and drops any volume a "
+        "pod template mounts there.",
+        "env: the operator adds DYN_NAMESPACE, DYN_PARENT_DGD_K8S_NAME, its platform's "
+        "etcd and NATS endpoints and the system port; a variable set here with the same "
+        "name wins.",
+        "probes: the ones set here replace the operator's defaults (its worker startup "
+        "probe allows 2 hours).",
+        "Service: the operator gives the frontend a ClusterIP Service of its own.",
+    ]
+    if render_download_job(topo) is not None:
+        notes.append(f"model cache: workers wait (init container) until the Job fills claim "
+                     f"{claim_name(topo)} and writes {marker_path(topo)}; they run offline. "
+                     "A Job's pod template cannot change: delete the Job before applying a "
+                     "new model or revision.")
+    return notes

@@ -12,7 +12,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import WorkerSlot, worker_slots
-from ..topology import Backend, EtcdMode, NatsMode, PoolRole, ProcessKind, Topology
+from ..topology import (
+    Backend,
+    EtcdMode,
+    NatsMode,
+    PoolRole,
+    ProcessKind,
+    Supervision,
+    Topology,
+)
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 
 ENGINE_CONFIG_DIR = "engine-configs"
@@ -74,6 +82,9 @@ class LaunchPlan(BaseModel):
     engine_configs: dict[str, str] = Field(
         default_factory=dict, description="Pool role -> engine config path the workers read.")
     processes: list[ProcessSpec] = Field(description="In start order; stop in reverse.")
+    supervision: Supervision = Field(
+        default_factory=Supervision,
+        description="The topology's restart policies and liveness check.")
 
     def process(self, name: str) -> ProcessSpec:
         for spec in self.processes:
@@ -190,4 +201,4 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
         name=topo.name, namespace=topo.namespace, run_dir=ctx.run_dir,
         endpoint=f"http://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card, engine_configs=engine_configs,
-        processes=processes)
+        processes=processes, supervision=topo.supervision)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from enum import StrEnum
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import yaml
 from ..topology import Topology
 from .engine_config import dump_engine_config, render_engine_configs
 from .hosts import render_hosts_files
-from .k8s import render_manifests
+from .k8s import operator_notes, render_manifests
 from .launch_plan import ENGINE_CONFIG_DIR, RenderContext, engine_config_path, render_launch_plan
 from .shell_script import render_shell_script
 from .slurm import render_sbatch_script
@@ -29,9 +30,15 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _ManifestDumper.add_representer(str, _represent_str)
 
 
-def dump_manifests(docs: list[dict]) -> str:
-    return yaml.dump_all(docs, Dumper=_ManifestDumper, sort_keys=False,
-                         default_flow_style=False)
+def dump_manifests(docs: list[dict], notes: list[str] = ()) -> str:
+    """The documents as one multi-document YAML file, `notes` as its leading comment."""
+    header = "".join(textwrap.fill(note, width=98, initial_indent="# - ",
+                                   subsequent_indent="#   ", break_on_hyphens=False,
+                                   break_long_words=False) + "\n" for note in notes)
+    if header:
+        header = "# What Dynamo's operator does with these manifests:\n" + header
+    return header + yaml.dump_all(docs, Dumper=_ManifestDumper, sort_keys=False,
+                                  default_flow_style=False)
 
 
 class Target(StrEnum):
@@ -73,7 +80,8 @@ def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str
                 path = engine_config_path(local, role).relative_to(out_dir)
                 files[str(path)] = dump_engine_config(config)
     if target.includes(Target.K8S):
-        files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo))
+        files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo),
+                                                      operator_notes(topo))
     if target.wanted(Target.HOSTS, topo):
         files |= {f"hosts/{name}": text for name, text in render_hosts_files(topo).items()}
         files |= _engine_config_files(topo, "hosts")

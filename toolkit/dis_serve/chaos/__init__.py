@@ -1,0 +1,1 @@
+"""Fault injection against a running graph: scenarios, injector, analysis, runner."""
