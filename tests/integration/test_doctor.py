@@ -231,9 +231,9 @@ def test_an_etcd_and_nats_that_do_not_answer_are_findings_not_a_hang(run_cli):
 
 
 def test_watch_refreshes_count_times_and_exits_with_the_last_reports_code(tmp_path):
-    topo = _topology("it-doc-watch", 18700)
+    topo = _topology("it-doc-watch", 18700, decode=2, supervision=NO_RESTART)
     log = tmp_path / "watch.log"
-    with start_graph(topo, run_root=tmp_path, policy=NO_RESTART) as graph, \
+    with start_graph(topo, run_root=tmp_path) as graph, \
             log.open("w") as out:
         watch = subprocess.Popen(
             [DIS_SERVE, "doctor", topo.name, "--watch", "--count", "3", "--interval", "1",
@@ -243,7 +243,7 @@ def test_watch_refreshes_count_times_and_exits_with_the_last_reports_code(tmp_pa
         try:
             assert wait_until(lambda: "report 1 of 3" in log.read_text(), timeout=60)
             # The first report saw a healthy graph; the last one sees a dead worker.
-            os.killpg(graph.status().process("decode-0").pid, signal.SIGKILL)
+            os.killpg(graph.status().process("decode-1").pid, signal.SIGKILL)
             code = watch.wait(timeout=60)
         finally:
             if watch.poll() is None:
