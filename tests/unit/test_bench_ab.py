@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from dis_serve.bench.ab import ArmRuns, bucket_verdicts, compare_rows
+from dis_serve.bench.ab import ArmRuns, bucket_verdicts, compare_rows, spread
 from dis_serve.bench.ab_report import verdict_line, write_compare_report
 from dis_serve.bench.metrics import BenchResult
 from fixtures.aiperf.load import smoke_result
@@ -78,3 +78,9 @@ def test_arms_less_than_one_good_request_apart_are_a_tie():
                                 _arm("second", [disagg, disagg])])
     assert verdicts and all(v.tie for v in verdicts)
     assert all("tie" in verdict_line(v) for v in verdicts)
+
+
+def test_the_mean_of_equal_runs_stays_inside_their_range():
+    # fmean([0.1] * 3) rounds above 0.1: a mean outside [low, high] gave negative error bars.
+    value = spread([0.1, 0.1, 0.1])
+    assert value.low <= value.mean <= value.high

@@ -40,7 +40,10 @@ def spread(values: list[float | None]) -> Spread | None:
     found = [v for v in values if v is not None]
     if not found:
         return None
-    return Spread(mean=fmean(found), low=min(found), high=max(found), runs=len(found))
+    low, high = min(found), max(found)
+    # fmean of equal values can land a rounding step outside them (3 x 63.5 -> 63.500...01),
+    # and a mean outside its own range makes negative error bars that matplotlib refuses.
+    return Spread(mean=min(max(fmean(found), low), high), low=low, high=high, runs=len(found))
 
 
 class ArmRuns(BaseModel):
