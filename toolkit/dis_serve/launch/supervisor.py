@@ -80,7 +80,8 @@ class GraphFailed(Exception):
 
 
 class Supervisor:
-    def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float = 120.0,
+    # No default readiness budget here: its one home is startup_budget (callers pass it).
+    def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
                  supervision: Supervision | None = None, grace_s: float = DEFAULT_GRACE_S,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
                  on_event: Callable[[str], None] | None = None) -> None:
