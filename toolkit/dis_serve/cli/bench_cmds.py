@@ -199,6 +199,7 @@ def bench(
     from ..bench.gate import check_compatible, enforce, evaluate, load_baseline
     from ..bench.runner import bench_running, bench_topology, default_out_dir
     from ..bench.scenario import load_scenario
+    from ..bench.validity import enforce_valid
 
     interrupt_on_termination()  # SIGTERM stops AIPerf's tree and the graph, like Ctrl-C
     url = _check_bench_options(topology, topology_opt, baseline, max_regression, url)
@@ -223,6 +224,8 @@ def bench(
     console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
                   f"{run.files.latency_png.name}; data: {run.files.json.name}, "
                   f"{run.files.csv.name})", markup=False)
+    # An invalid run exits 1 here: it never becomes a baseline and is never gated.
+    enforce_valid(run.result, str(run.files.markdown))
     if write_baseline is not None:
         write_baseline.parent.mkdir(parents=True, exist_ok=True)
         write_baseline.write_text(run.result.model_dump_json(indent=2), encoding="utf-8")
