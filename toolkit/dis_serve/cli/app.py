@@ -7,6 +7,7 @@ in a KeyboardInterrupt traceback instead of one line and exit code 130.
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 EXIT_INTERRUPTED = 130
@@ -40,7 +41,19 @@ def build_app():  # -> typer.Typer
 
     for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds):
         group.register(app)
+    for command in app.registered_commands:
+        if command.help is None and command.callback is not None:
+            command.help = help_paragraphs(command.callback.__doc__ or "")
     return app
+
+
+def help_paragraphs(docstring: str) -> str:
+    """A command's docstring as `--help` text: its paragraphs with the source's line breaks
+    undone. Typer's Rich help keeps single newlines as they are (and the command list shows
+    them verbatim), so a docstring wrapped at 100 columns in the source would break lines
+    mid-sentence at any other width; Rich rewraps each paragraph to the terminal instead."""
+    return "\n\n".join(" ".join(paragraph.split())
+                        for paragraph in inspect.cleandoc(docstring).split("\n\n"))
 
 
 def _err_console():
