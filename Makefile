@@ -57,7 +57,7 @@ chaos: install
 bench: install
 	$(BIN)/python benchmarks/run_all.py $(BENCH)
 
-# On an H100/H200 host with TensorRT-LLM (README, Install): a real 1 prefill + 1 decode graph
+# On an H100/H200 host with TensorRT-LLM (docs/install.md): a real 1 prefill + 1 decode graph
 # up, a smoke benchmark, down, and a one-line verdict. Not part of `test` or `bench`: no CI.
 gpu-check: install
 	$(BIN)/python benchmarks/gpu_check.py
