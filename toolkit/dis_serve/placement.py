@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .sizing import kv_bytes_per_token
-from .topology import EtcdMode, KvInterconnect, NatsMode, PlacementKind, PoolRole, Topology
+from .topology import (
+    EtcdMode,
+    KvInterconnect,
+    NatsMode,
+    PlacementKind,
+    PoolRole,
+    Topology,
+    pack_gpus,
+)
 
 MIB = 1024**2
 # A reference point for the warning, not a measurement: a 25 Gb/s Ethernet link.
@@ -45,11 +53,17 @@ class NodeLayout:
         return infra + [w.name for w in self.workers]
 
 
+def gpu_assignment(topo: Topology) -> dict[PoolRole, list[list[int]]]:
+    """Global GPU ids per worker of each pool (node n holds n*gpus_per_node ...): the pools'
+    explicit `gpu_ids`, else packed in pool order without splitting a worker across nodes."""
+    return pack_gpus(topo.active_pools(), topo.hardware.gpus_per_node, topo.node_gpus())
+
+
 def worker_slots(topo: Topology) -> list[WorkerSlot]:
     """Every worker with its node and local GPU ids, in pool order."""
     per_node = topo.hardware.gpus_per_node
     slots = []
-    for role, ids_per_worker in topo.gpu_assignment().items():
+    for role, ids_per_worker in gpu_assignment(topo).items():
         for index, ids in enumerate(ids_per_worker):
             slots.append(WorkerSlot(role=role, index=index, node=ids[0] // per_node,
                                     gpus=tuple(g % per_node for g in ids)))
