@@ -15,6 +15,7 @@ from .topology import (
     NatsMode,
     PlacementKind,
     PoolRole,
+    ProcessKind,
     Topology,
     pack_gpus,
 )
@@ -46,11 +47,13 @@ class NodeLayout:
     gpus: int
     head: bool
     workers: tuple[WorkerSlot, ...]
+    services: tuple[ProcessKind, ...] = ()
+    """The processes besides workers, in start order: on the head node the coordination
+    processes the graph runs itself (none when etcd and NATS are external) and the frontend."""
 
     @property
     def processes(self) -> list[str]:
-        infra = ["etcd", "nats", "frontend"] if self.head else []
-        return infra + [w.name for w in self.workers]
+        return [kind.value for kind in self.services] + [w.name for w in self.workers]
 
 
 def gpu_assignment(topo: Topology) -> dict[PoolRole, list[list[int]]]:
@@ -79,6 +82,7 @@ def node_layout(topo: Topology) -> list[NodeLayout]:
     slots = worker_slots(topo)
     hosts = topo.placement.hosts
     head = head_index(topo)
+    services = (*topo.coordination.embedded, ProcessKind.FRONTEND)
     layout = []
     for index, gpus in enumerate(topo.node_gpus()):
         if hosts is not None:
@@ -89,7 +93,8 @@ def node_layout(topo: Topology) -> list[NodeLayout]:
             name, address = f"node{index}", "127.0.0.1"
         layout.append(NodeLayout(index=index, name=name, address=address, gpus=gpus,
                                  head=index == head,
-                                 workers=tuple(s for s in slots if s.node == index)))
+                                 workers=tuple(s for s in slots if s.node == index),
+                                 services=services if index == head else ()))
     return layout
 
 

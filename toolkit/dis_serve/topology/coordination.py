@@ -7,7 +7,7 @@ import re
 from pydantic import Field, model_validator
 
 from .base import Port, Strict
-from .enums import EtcdMode, EventPlane, NatsMode, RequestPlane
+from .enums import EtcdMode, EventPlane, NatsMode, ProcessKind, RequestPlane
 
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -87,6 +87,13 @@ class Coordination(Strict):
         default=EventPlane.NATS,
         description="How KV events reach the router: nats | zmq (zmq listens on all "
                     "interfaces in Dynamo 1.6.1).")
+
+    @property
+    def embedded(self) -> tuple[ProcessKind, ...]:
+        """The coordination processes the graph runs itself, in start order: etcd unless it
+        is external, NATS unless it is external or off."""
+        return ((ProcessKind.ETCD,) if self.etcd.mode is EtcdMode.EMBEDDED else ()) + (
+            (ProcessKind.NATS,) if self.nats.mode is NatsMode.EMBEDDED else ())
 
     @property
     def uses_external_planes(self) -> bool:

@@ -112,6 +112,12 @@ class ProcessKind(StrEnum):
         return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
 
     @property
+    def is_coordination(self) -> bool:
+        """etcd or NATS: every Dynamo process connects to them as it starts, so they start
+        first and are waited for, run on the head node, and stop last."""
+        return self in (ProcessKind.ETCD, ProcessKind.NATS)
+
+    @property
     def serves_alone(self) -> bool:
         """The graph cannot serve without this very process (a worker has pool peers)."""
         return self is not ProcessKind.WORKER
