@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..placement import NodeLayout, node_layout, worker_slots
 from ..topology import Backend, EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
+from .engine_config import ENGINE_CONFIG_DIR
 from .launch_plan import (
-    ENGINE_CONFIG_DIR,
     LaunchPlan,
     ProcessSpec,
     etcd_spec,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..topology import Backend, PoolRole, Topology
+from .engine_config import engine_config_name
 
 LOOPBACK = "127.0.0.1"
 FRONTEND_MODULE = "dynamo.frontend"
@@ -54,7 +55,7 @@ class TargetParams(BaseModel):
                    nats_server=topo.coordination.nats.client_url)
 
     def engine_config(self, role: PoolRole) -> str:
-        return f"{self.engine_config_dir}/{role.value}.yaml"
+        return f"{self.engine_config_dir}/{engine_config_name(role)}"
 
 
 def module_argv(python: str, module: str, args: list[str]) -> list[str]:

@@ -22,8 +22,7 @@ from ..topology import (
     Topology,
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
-
-ENGINE_CONFIG_DIR = "engine-configs"
+from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
 
 
 class ProbeKind(StrEnum):
@@ -145,10 +144,6 @@ def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
         readiness=Readiness(kind=ProbeKind.HTTP,
                             url=f"http://{probe_host}:{target.http_port}/health"),
     )
-
-
-def engine_config_path(run_dir: Path, role: PoolRole) -> Path:
-    return run_dir / ENGINE_CONFIG_DIR / f"{role.value}.yaml"
 
 
 def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
