@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import RunError
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..startup_budget import worker_startup_budget_s
-from ..topology import Backend, Supervision, Topology
+from ..topology import Supervision, Topology
 from .control import claim
 from .model_card import write_model_card
 from .orphans import Leftover
@@ -96,7 +96,7 @@ def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -
 def local_model_dir(topo: Topology) -> str | None:
     """A mocker model id that names a local directory is used as is (the user's own card or
     a downloaded model); any other id gets a generated tokenizer-only card."""
-    if topo.backend is not Backend.MOCKER:
+    if not topo.backend.needs_model_card:
         return None
     path = Path(topo.model.id).expanduser()
     return str(path.resolve()) if (path / "config.json").is_file() else None

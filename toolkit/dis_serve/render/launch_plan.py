@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import WorkerSlot, worker_slots
 from ..topology import (
-    Backend,
     EtcdMode,
     NatsMode,
     PoolRole,
@@ -175,7 +174,7 @@ def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
 
 def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     model_path = ctx.model_path or topo.model.id
-    needs_card = topo.backend is Backend.MOCKER and ctx.model_path is None
+    needs_card = topo.backend.needs_model_card and ctx.model_path is None
     if needs_card:
         model_path = str(ctx.run_dir / "model-card")
     processes: list[ProcessSpec] = []

@@ -27,6 +27,13 @@ class Backend(StrEnum):
         return {Backend.TRTLLM: "TRTLLM", Backend.MOCKER: "Mocker"}[self]
 
     @property
+    def needs_model_card(self) -> bool:
+        """Its workers read only a model card (config and tokenizer, no weights): the
+        mocker. dis-serve makes a tokenizer-only card for them unless model.id names a local
+        directory; other backends load model.id itself."""
+        return self is Backend.MOCKER
+
+    @property
     def uses_engine_config(self) -> bool:
         return self is Backend.TRTLLM
 
