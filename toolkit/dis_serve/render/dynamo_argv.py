@@ -98,7 +98,7 @@ def mocker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[st
              "--max-num-batched-tokens", str(pool.max_num_tokens),
              "--max-model-len", str(topo.model.max_seq_len),
              "--block-size", str(topo.kv_cache.block_size),
-             "--kv-cache-dtype", topo.model.kv_cache_dtype.mocker_dtype,
+             "--kv-cache-dtype", topo.model.kv_cache_dtype.engine_dtype,
              "--speedup-ratio", f"{mock.speedup_ratio:g}"]
     if mock.num_gpu_blocks is not None:
         args += ["--num-gpu-blocks-override", str(mock.num_gpu_blocks)]

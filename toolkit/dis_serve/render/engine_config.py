@@ -65,7 +65,7 @@ def render_engine_config(topo: Topology, role: PoolRole,
     config["disable_overlap_scheduler"] = not role.overlap_scheduler
     kv = config.setdefault("kv_cache_config", {})
     kv.update({
-        "dtype": topo.model.kv_cache_dtype.trtllm_dtype,
+        "dtype": topo.model.kv_cache_dtype.engine_dtype,
         "tokens_per_block": topo.kv_cache.block_size,
     })
     if pool.free_gpu_memory_fraction is not None:  # else the role template's share holds

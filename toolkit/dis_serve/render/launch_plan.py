@@ -134,6 +134,8 @@ def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
 
 
 def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
+    # /health is what the rendered scripts wait on (wait_ready ... curl); the launcher asks
+    # more of the frontend, that /v1/models lists the model (launch/readiness.py).
     probe_host = client_host(target.http_host, target.advertise_host)
     return ProcessSpec(
         name="frontend", kind=ProcessKind.FRONTEND,

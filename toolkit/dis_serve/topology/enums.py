@@ -163,11 +163,6 @@ class WeightDtype(StrEnum):
         # quantizes 16-bit weights at load time.
         return self is not WeightDtype.BF16
 
-    @property
-    def trtllm_quant_algo(self) -> str | None:
-        """TRT-LLM's `quant_config.quant_algo` for this weight format (None: unquantized)."""
-        return {"bf16": None, "fp8": "FP8", "int8": "W8A16", "awq": "W4A16_AWQ"}[self.value]
-
 
 class KvCacheDtype(StrEnum):
     BF16 = "bf16"
@@ -178,12 +173,9 @@ class KvCacheDtype(StrEnum):
         return 2.0 if self is KvCacheDtype.BF16 else 1.0
 
     @property
-    def trtllm_dtype(self) -> str:
-        # TRT-LLM's kv_cache_config.dtype: "auto" follows the model dtype (bf16 here).
-        return "auto" if self is KvCacheDtype.BF16 else "fp8"
-
-    @property
-    def mocker_dtype(self) -> str:
+    def engine_dtype(self) -> str:
+        """TRT-LLM's kv_cache_config.dtype, which the mocker's --kv-cache-dtype spells the
+        same way: "auto" follows the model dtype (bf16 here)."""
         return "auto" if self is KvCacheDtype.BF16 else "fp8"
 
 
