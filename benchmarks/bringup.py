@@ -222,10 +222,10 @@ def main() -> None:
         "reps": args.reps, "seconds": rows, "medians": med,
         "ratio_until_ready": ratio_ready, "ratio_until_first_completion": ratio_served,
         "target_ratio": TARGET_RATIO,
-        # Without cached bytecode (PYTHONDONTWRITEBYTECODE) every CLI start compiles
-        # dis-serve's own modules again: part of the figure, so recorded with it.
+        # Where Python may not write bytecode (PYTHONDONTWRITEBYTECODE) and none was compiled
+        # beforehand (make install does), every CLI start compiles dis-serve's modules again.
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "bytecode_cached": not sys.flags.dont_write_bytecode,
+                    "writes_bytecode": not sys.flags.dont_write_bytecode,
                     "load_avg_1m_at_end": os.getloadavg()[0]},
     }, indent=2))
     print(f"wrote {out}")
