@@ -112,8 +112,17 @@ def _print_k8s_prerequisites(topo) -> None:
                       markup=False)
 
 
-def schema() -> None:
+def schema(
+    markdown: Annotated[bool, typer.Option(
+        "--markdown", help="Print the Markdown reference (docs/topology.md) instead: every "
+                           "section, key, type, default and description.")] = False,
+) -> None:
     """Print the topology JSON Schema (point your editor's YAML support at it)."""
+    if markdown:
+        from ..schema_reference import topology_reference
+
+        typer.echo(topology_reference(), nl=False)
+        return
     from ..topology import Topology
 
     typer.echo(json.dumps(Topology.model_json_schema(), indent=2))
