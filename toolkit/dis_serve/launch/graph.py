@@ -20,7 +20,7 @@ from ..errors import RunError
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..startup_budget import worker_startup_budget_s
 from ..topology import Backend, Supervision, Topology
-from .control import claim
+from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
 from .preflight import (
@@ -31,6 +31,7 @@ from .preflight import (
     find_binaries,
 )
 from .process import DEFAULT_GRACE_S
+from .run_lookup import claim
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphStatus
 from .supervisor import Supervisor
@@ -169,7 +170,7 @@ class RunningGraph:
 def launch_graph(topo: Topology, *, run_root: Path | None = None,
                  ready_timeout_s: float | None = None, supervision: Supervision | None = None,
                  grace_s: float = DEFAULT_GRACE_S,
-                 on_event: Callable[[str], None] | None = None,
+                 on_event: Callable[[SupervisorEvent], None] | None = None,
                  keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
     readiness budget defaults to the workers' startup budget for the backend and model."""
@@ -190,7 +191,7 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
 def start_graph(topo: Topology, *, run_root: Path | None = None,
                 ready_timeout_s: float | None = None, supervision: Supervision | None = None,
                 grace_s: float = DEFAULT_GRACE_S,
-                on_event: Callable[[str], None] | None = None) -> RunningGraph:
+                on_event: Callable[[SupervisorEvent], None] | None = None) -> RunningGraph:
     """Start the graph and return once it is ready (RunError, everything stopped, if not)."""
     graph = launch_graph(topo, run_root=run_root, ready_timeout_s=ready_timeout_s,
                          supervision=supervision, grace_s=grace_s, on_event=on_event)

@@ -5,7 +5,7 @@ spawns, polls, restarts and stops. Other threads only read `snapshot` and call `
 
 - Start: etcd and NATS, wait until their ports accept connections; then the frontend and
   every worker at once (the frontend discovers workers whenever they register). Ready: every
-  process passes its probe (readiness.py) and the router sees every prefill and decode
+  process passes its probe (probes.py) and the router sees every prefill and decode
   worker.
 - Exit: any exit of any process (status 0 too: all of them should run until stopped) is a
   failure; the process is restarted after its kind's backoff (the topology's `supervision`
@@ -32,16 +32,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..render.launch_plan import LaunchPlan, ProcessSpec
-from ..topology import ProcessKind, Restart, Supervision
-from .process import DEFAULT_GRACE_S, ChildProcess, create_time
-from .readiness import (
+from ..probes import (
     RouterView,
     http_client,
     probe_process,
     router_view,
     tcp_accepts,
 )
+from ..render.launch_plan import LaunchPlan, ProcessSpec
+from ..topology import ProcessKind, Restart, Supervision
+from . import events
+from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from .stopping import stop_processes
@@ -84,7 +85,7 @@ class Supervisor:
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
                  supervision: Supervision | None = None, grace_s: float = DEFAULT_GRACE_S,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
-                 on_event: Callable[[str], None] | None = None) -> None:
+                 on_event: Callable[[events.SupervisorEvent], None] | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
@@ -123,7 +124,7 @@ class Supervisor:
             self._supervise()
         except GraphFailed as exc:
             self.error = str(exc)
-            self.on_event(f"failed: {exc}")
+            self.on_event(events.Failed(str(exc)))
         except BaseException as exc:
             self.error = f"supervisor error: {exc!r}"
             raise
@@ -189,7 +190,7 @@ class Supervisor:
         self._phase = self._serving_phase()
         self._publish()
         self.ready.set()
-        self.on_event(f"ready after {self._ready_after:.2f} s: {self.plan.endpoint}")
+        self.on_event(events.Ready(self._ready_after, self.plan.endpoint))
 
     def _not_ready_message(self) -> str:
         pending = [s for s in self._slots if not s.ready and s.state is not ProcessState.FAILED]
@@ -267,8 +268,7 @@ class Supervisor:
                 self._restart_hung(slot)
 
     def _restart_hung(self, slot: _Slot) -> None:
-        self.on_event(f"{slot.spec.name} left {slot.unanswered_probes} health probes in a "
-                      "row unanswered; restarting it")
+        self.on_event(events.Hung(slot.spec.name, slot.unanswered_probes))
         assert slot.child.pid is not None
         code = slot.child.exit_status(stop_processes([slot.child.pid], HUNG_GRACE_S))
         self._on_exit(slot, code, time.monotonic(), "was hung")
@@ -302,7 +302,7 @@ class Supervisor:
         slot.restart_at = now + delay
         slot.state = ProcessState.BACKOFF
         slot.problem = f"{what}; restarting"
-        self.on_event(f"{slot.spec.name} {what}; restarting in {delay:g} s")
+        self.on_event(events.Restarting(slot.spec.name, what, delay))
 
     def _give_up(self, slot: _Slot, why: str) -> None:
         """This process stays down; the graph serves on without it if it can."""
@@ -318,7 +318,8 @@ class Supervisor:
             assert slot.spec.role is not None
             raise GraphFailed(f"{message}\nno {slot.spec.role.value} worker is left; the "
                               "graph cannot serve; stopping it")
-        self.on_event(f"degraded: {message}")
+        self.on_event(events.GaveUp(slot.spec.name, why, str(slot.child.log_path),
+                                    self._last_lines(slot), retry_in_s=None))
 
     def _restart_due(self) -> None:
         now = time.monotonic()
@@ -328,8 +329,7 @@ class Supervisor:
                 slot.restarts += 1
                 slot.restart_at = None
                 self._spawn(slot)
-                self.on_event(f"{slot.spec.name} restarted (pid {slot.child.pid}, "
-                              f"restart {slot.restarts})")
+                self.on_event(events.Restarted(slot.spec.name, slot.child.pid, slot.restarts))
 
     def _spawn(self, slot: _Slot) -> None:
         slot.child.start()
@@ -395,14 +395,13 @@ class Supervisor:
             # Say so once, keep supervising, and try again at the next poll (recreating the
             # run directory if someone removed it).
             if not self._state_write_failing:
-                self.on_event(f"cannot write {self.run_dir.state_file} ({exc}); supervising "
-                              "on and retrying")
+                self.on_event(events.StateWriteFailing(str(self.run_dir.state_file), str(exc)))
             self._state_write_failing = True
             with contextlib.suppress(OSError):
                 self.run_dir.prepare()
             return
         if self._state_write_failing:
-            self.on_event(f"{self.run_dir.state_file} written again")
+            self.on_event(events.StateWritten(str(self.run_dir.state_file)))
             self._state_write_failing = False
         self._signature = signature
 
