@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import RunError, UserInputError
-from .signals import interrupt_on_termination
+from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..launch.events import SupervisorEvent

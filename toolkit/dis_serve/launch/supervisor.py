@@ -23,13 +23,12 @@ spawns, polls, restarts and stops. Other threads only read `snapshot` and call `
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..probes import (
@@ -40,9 +39,10 @@ from ..probes import (
     tcp_accepts,
 )
 from ..render.launch_plan import LaunchPlan, ProcessSpec
-from ..topology import ProcessKind, Restart, Supervision
+from ..topology import ProcessKind
 from . import events
 from .process import DEFAULT_GRACE_S, ChildProcess, create_time
+from .restart_policy import GiveUp, RestartTracker
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from .stopping import stop_processes
@@ -60,14 +60,11 @@ _LIVE = (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY)
 @dataclass
 class _Slot:
     child: ChildProcess
-    policy: Restart
+    restart: RestartTracker
     state: ProcessState = ProcessState.PENDING
     ready: bool = False
     restarts: int = 0
-    consecutive_failures: int = 0
     unanswered_probes: int = 0
-    crashes: collections.deque[float] = field(default_factory=collections.deque)
-    restart_at: float | None = None
     exit_code: int | None = None
     problem: str | None = None
 
@@ -83,14 +80,12 @@ class GraphFailed(Exception):
 class Supervisor:
     # No default readiness budget here: its one home is startup_budget (callers pass it).
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
-                 supervision: Supervision | None = None, grace_s: float = DEFAULT_GRACE_S,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
                  on_event: Callable[[events.SupervisorEvent], None] | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
-        self.supervision = supervision or plan.supervision
-        self.grace_s = grace_s
+        self.supervision = plan.supervision
         self.poll_s = poll_s
         self.steady_poll_s = steady_poll_s
         self.on_event = on_event or (lambda _msg: None)
@@ -99,7 +94,7 @@ class Supervisor:
         self.error: str | None = None
         self._stop = threading.Event()
         self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name)),
-                             spec.kind.restart_policy(self.supervision))
+                             RestartTracker(spec.kind.restart_policy(self.supervision)))
                        for spec in plan.processes]
         self._phase = GraphPhase.STARTING
         self._started_wall = time.time()
@@ -254,7 +249,7 @@ class Supervisor:
                 continue
             probe = probe_process(client, slot.spec, self.plan)
             if probe.ready and not slot.ready:
-                slot.consecutive_failures = 0
+                slot.restart.ready()
             slot.ready = probe.ready
             slot.unanswered_probes = 0 if probe.answered else slot.unanswered_probes + 1
             if probe.ready:
@@ -286,49 +281,50 @@ class Supervisor:
         slot.exit_code = code
         slot.ready = False
         slot.unanswered_probes = 0
-        policy = slot.policy
-        if not policy.enabled:
-            self._give_up(slot, f"{what} and restarts are off for it")
+        decision = slot.restart.exited(now, what)
+        if isinstance(decision, GiveUp):
+            self._give_up(slot, decision, now)
             return
-        slot.crashes.append(now)
-        while slot.crashes and now - slot.crashes[0] > policy.window_s:
-            slot.crashes.popleft()
-        if len(slot.crashes) >= policy.max_failures:
-            self._give_up(slot, f"crashed {len(slot.crashes)} times within "
-                                f"{policy.window_s:g} s (last: {what}); giving up")
-            return
-        slot.consecutive_failures += 1
-        delay = policy.delay(slot.consecutive_failures)
-        slot.restart_at = now + delay
         slot.state = ProcessState.BACKOFF
         slot.problem = f"{what}; restarting"
-        self.on_event(events.Restarting(slot.spec.name, what, delay))
+        self.on_event(events.Restarting(slot.spec.name, what, decision.delay_s))
 
-    def _give_up(self, slot: _Slot, why: str) -> None:
-        """This process stays down; the graph serves on without it if it can."""
+    def _give_up(self, slot: _Slot, decision: GiveUp, now: float) -> None:
+        """This process stays down (until the slow clock tries it again); the graph serves
+        on without it if it can. Before the graph was first ready, or with no slow retry, a
+        process it cannot serve without fails the graph."""
         slot.state = ProcessState.FAILED
-        slot.problem = why
-        message = (f"{slot.spec.name} {why}; last lines of {slot.child.log_path}:\n"
-                   + self._last_lines(slot))
+        retry_in = None if decision.retry_at is None else decision.retry_at - now
+        cannot_serve = self._cannot_serve_without(slot)
+        why = decision.why + (f"; {cannot_serve}" if cannot_serve else "")
+        slot.problem = why + (f"; trying again in {retry_in:g} s" if retry_in is not None
+                              else "")
+        if cannot_serve and (retry_in is None or not self.ready.is_set()):
+            raise GraphFailed(f"{slot.spec.name} {decision.why}; last lines of "
+                              f"{slot.child.log_path}:\n{self._last_lines(slot)}\n"
+                              f"{cannot_serve}; stopping it")
+        self.on_event(events.GaveUp(slot.spec.name, why, str(slot.child.log_path),
+                                    self._last_lines(slot), retry_in_s=retry_in))
+
+    def _cannot_serve_without(self, slot: _Slot) -> str | None:
         if slot.spec.kind.serves_alone:
-            raise GraphFailed(f"{message}\nthe graph cannot serve without "
-                              f"{slot.spec.name}; stopping it")
+            return f"the graph cannot serve without {slot.spec.name}"
         peers = [s for s in self._slots if s.spec.role is slot.spec.role]
         if all(s.state is ProcessState.FAILED for s in peers):
             assert slot.spec.role is not None
-            raise GraphFailed(f"{message}\nno {slot.spec.role.value} worker is left; the "
-                              "graph cannot serve; stopping it")
-        self.on_event(events.GaveUp(slot.spec.name, why, str(slot.child.log_path),
-                                    self._last_lines(slot), retry_in_s=None))
+            return f"no {slot.spec.role.value} worker is left; the graph cannot serve"
+        return None
 
     def _restart_due(self) -> None:
         now = time.monotonic()
         for slot in self._slots:
-            if slot.state is ProcessState.BACKOFF and slot.restart_at is not None \
-                    and now >= slot.restart_at:
+            if slot.state in (ProcessState.BACKOFF, ProcessState.FAILED) \
+                    and slot.restart.due(now):
+                slow = slot.restart.restarting()
                 slot.restarts += 1
-                slot.restart_at = None
                 self._spawn(slot)
+                if slow:
+                    self.on_event(events.Retrying(slot.spec.name))
                 self.on_event(events.Restarted(slot.spec.name, slot.child.pid, slot.restarts))
 
     def _spawn(self, slot: _Slot) -> None:
@@ -355,14 +351,14 @@ class Supervisor:
             self._publish()
             # Exited leaders too: a leader that crashed may have left children in its group.
             started = [s for s in slots if s.child.pid is not None]
-            reaped = stop_processes([s.child.pid for s in started], self.grace_s)
+            reaped = stop_processes([s.child.pid for s in started], DEFAULT_GRACE_S)
             for slot in slots:
                 if slot.child.popen is not None:
                     slot.exit_code = slot.child.exit_status(reaped)
                 if slot.state is not ProcessState.FAILED:
                     slot.state = ProcessState.STOPPED
                 slot.ready = False
-                slot.restart_at = None
+                slot.restart.restart_at = None
         self._publish()
 
     # --- status -------------------------------------------------------------------------
