@@ -3,16 +3,17 @@
 One thread owns every child for its whole life (see process.py on PR_SET_PDEATHSIG): it
 spawns, polls, restarts and stops. Other threads only read `snapshot` and call `request_stop`.
 
-- Start: etcd and NATS, wait until their ports accept connections; then the frontend and
-  every worker at once (the frontend discovers workers whenever they register). Ready: every
-  process passes its probe (probes.py) and the router sees every prefill and decode
-  worker.
+- Start: etcd and NATS; each Dynamo process (the frontend and every worker at once: the
+  frontend discovers workers whenever they register) as soon as the planes it connects to
+  accept connections. Ready: every process passes its probe (probes.py) and the router
+  sees every prefill and decode worker.
 - Exit: any exit of any process (status 0 too: all of them should run until stopped) is a
-  failure; the process is restarted after its kind's backoff (the topology's `supervision`
+  failure; restart_policy.py decides when it starts again (the topology's `supervision`
   section). etcd and NATS keep their data directories, so their state survives; workers
-  register again. More than `max_failures` exits within `window_s` gives up that process
-  alone: the graph runs on, `degraded`, and says why. It fails only when it cannot serve
-  at all: etcd, NATS or the frontend given up, or every worker of a pool role.
+  register again. Too many exits within the window give up that process alone: the graph
+  runs on, `degraded`, says why, and tries it again on a slow clock. Before it was first
+  ready (or with no slow retry) the graph fails when it cannot serve without it: etcd, NATS
+  or the frontend given up, or every worker of a pool role.
 - Liveness: a worker whose health probe goes unanswered `liveness.failures` times in a row
   (hung, not merely "notready") is stopped and restarted like a crash.
 - Control: a state file that cannot be written (the run directory deleted) is reported and
@@ -138,30 +139,42 @@ class Supervisor:
     def _bring_up(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
         infra = [s for s in self._slots if s.spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
-        dynamo = [s for s in self._slots if s not in infra]
+        waiting = {id(s): self._planes_of(s, infra) for s in self._slots if s not in infra}
         for slot in infra:
             self._spawn(slot)
-        # Dynamo's processes need etcd and NATS to accept connections when they connect, not
-        # etcd's leader election to be over (/health): they spend the election importing.
         while not self._stop.is_set():
             self._check_exits()
             self._restart_due()
-            if all(tcp_accepts(port) for s in infra for port in s.spec.ports.values()):
-                break
-            self._wait_or_timeout(deadline)
-        for slot in dynamo:
-            if not self._stop.is_set():
-                self._spawn(slot)
-        self._client = http_client()  # while the Dynamo processes import
-        while not self._stop.is_set():
-            self._check_exits()
-            self._restart_due()
+            self._spawn_unblocked(waiting)
+            if not waiting and self._client is None:
+                self._client = http_client()  # while the Dynamo processes import
             self._probe([s for s in self._slots if not s.ready and s.state in _LIVE],
                         self._http)
-            if self._all_up():
+            if not waiting and self._all_up():
                 self._mark_ready()
                 return
             self._wait_or_timeout(deadline)
+
+    @staticmethod
+    def _planes_of(slot: _Slot, infra: list[_Slot]) -> list[_Slot]:
+        """The embedded planes a Dynamo process connects to as it starts: etcd always
+        (discovery), NATS when it is told where NATS is (its request or event plane, or the
+        KV router's events, may use it). It need not wait for etcd's leader election
+        (/health), only for the port: it spends the election importing."""
+        return [s for s in infra if s.spec.kind is ProcessKind.ETCD
+                or "NATS_SERVER" in slot.spec.env]
+
+    def _spawn_unblocked(self, waiting: dict[int, list[_Slot]]) -> None:
+        """Start each Dynamo process not started yet whose planes accept connections now
+        (the frontend and the workers at once: workers wait for the planes, not for it)."""
+        planes = {id(p): p for needed in waiting.values() for p in needed}.values()
+        accepting = {id(p) for p in planes if p.state in _LIVE
+                     and all(tcp_accepts(port) for port in p.spec.ports.values())}
+        for slot in self._slots:
+            needed = waiting.get(id(slot))
+            if needed is not None and all(id(p) in accepting for p in needed):
+                del waiting[id(slot)]
+                self._spawn(slot)
 
     def _all_up(self) -> bool:
         """Every process not given up is ready, and the router has attached every such
