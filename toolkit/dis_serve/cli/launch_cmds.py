@@ -179,7 +179,8 @@ def _print_registrations(handle: GraphHandle) -> None:
     view = handle.registrations()
     report = view.report
     if report is None:
-        console.print(f"router view unavailable: {view.unavailable}", markup=False)
+        if view.unavailable:
+            console.print(f"router view unavailable: {view.unavailable}", markup=False)
         return
     if report.etcd.error:
         console.print(f"etcd: {report.etcd.error}", markup=False)

@@ -117,7 +117,7 @@ class StopReport:
 @dataclass(frozen=True)
 class RegistrationsView:
     """The router's view of a serving graph (the doctor's report without NATS), or why it
-    could not be read."""
+    could not be read; neither where the placement does not read it (yet)."""
 
     report: DoctorReport | None = None
     unavailable: str | None = None

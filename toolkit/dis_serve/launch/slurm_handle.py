@@ -87,8 +87,9 @@ class SlurmHandle:
         return _observed(observe(self._run, self._submitted()), self._run)
 
     def registrations(self) -> RegistrationsView:
-        return RegistrationsView(unavailable="the router's view of a Slurm graph: "
-                                             f"`dis-serve doctor {self.name}` (issue 18)")
+        # The router's line is in `status().router`; the registrations of a graph spread
+        # over nodes come with the per-node agents (issue 18).
+        return RegistrationsView()
 
     def process_names(self) -> list[str]:
         job = self._submitted()
