@@ -142,17 +142,19 @@ class Supervisor:
         waiting = {id(s): self._planes_of(s, infra) for s in self._slots if s not in infra}
         for slot in infra:
             self._spawn(slot)
+        self._client = http_client()  # while etcd and NATS start
         while not self._stop.is_set():
             self._check_exits()
             self._restart_due()
             self._spawn_unblocked(waiting)
-            if not waiting and self._client is None:
-                self._client = http_client()  # while the Dynamo processes import
-            self._probe([s for s in self._slots if not s.ready and s.state in _LIVE],
-                        self._http)
-            if not waiting and self._all_up():
-                self._mark_ready()
-                return
+            # Probes only once every process started: one can block for its timeout (etcd's
+            # /health during its leader election), which must not hold back a spawn.
+            if not waiting:
+                self._probe([s for s in self._slots if not s.ready and s.state in _LIVE],
+                            self._http)
+                if self._all_up():
+                    self._mark_ready()
+                    return
             self._wait_or_timeout(deadline)
 
     @staticmethod
