@@ -29,6 +29,8 @@ from .status import GraphPhase, GraphStatus
 from .supervisor import Supervisor
 
 POLL_S = 0.02
+# Past the readiness budget, the supervisor stops what it started before it reports failure.
+STOP_MARGIN_S = 60.0
 
 
 def start_detached(topo: Topology, *, run_root: Path | None = None,
@@ -46,14 +48,15 @@ def start_detached(topo: Topology, *, run_root: Path | None = None,
     if pid == 0:
         _daemon_main(run_dir, ready_timeout_s)  # never returns
     try:
-        return _wait_ready(run_dir, pid), prepared
+        return _wait_ready(run_dir, pid, ready_timeout_s + STOP_MARGIN_S), prepared
     except KeyboardInterrupt:
         os.kill(pid, signal.SIGTERM)
         os.waitpid(pid, 0)
         raise
 
 
-def _wait_ready(run_dir: RunDir, pid: int) -> GraphStatus:
+def _wait_ready(run_dir: RunDir, pid: int, timeout_s: float) -> GraphStatus:
+    deadline = time.monotonic() + timeout_s
     while True:
         status = run_dir.read_state()
         if status is not None and status.supervisor_pid == pid:
@@ -67,6 +70,13 @@ def _wait_ready(run_dir: RunDir, pid: int) -> GraphStatus:
             tail = "\n".join("  " + line for line in run_dir.tail("supervisor"))
             raise RunError(f"the supervisor exited (status {os.waitstatus_to_exitcode(code)}) "
                            f"before the graph was ready; {run_dir.supervisor_log}:\n{tail}")
+        if time.monotonic() > deadline:
+            # The supervisor enforces the readiness budget itself; past it and the margin
+            # for stopping, it is stuck: stop it rather than wait for ever.
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+            raise RunError(f"the supervisor (pid {pid}) neither became ready nor failed within "
+                           f"{timeout_s:g} s; {run_dir.supervisor_log} says why")
         time.sleep(POLL_S)
 
 
