@@ -52,14 +52,14 @@ class SlurmHandle:
         return self._job
 
     def start(self, options: StartOptions) -> StartReport:
-        from ..startup_budget import worker_startup_budget_s
+        from ..startup_budget import readiness_timeout_s
         from .slurm_job import submit
 
         if self._topo is None:
             raise RunError(f"{self.name}: a handle found through its run directory cannot "
                            "submit the graph; `dis-serve up` its topology")
         self._job = submit(self._topo, self._run.path.parent.parent)
-        self._timeout_s = options.ready_timeout_s or worker_startup_budget_s(self._topo)
+        self._timeout_s = readiness_timeout_s(self._topo, options.ready_timeout_s)
         return StartReport(notes=[f"submitted Slurm job {self._job.job_id} "
                                   f"({self._run.path})"])
 

@@ -138,7 +138,7 @@ class Supervisor:
     # --- bring-up -----------------------------------------------------------------------
     def _bring_up(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
-        infra = [s for s in self._slots if s.spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+        infra = [s for s in self._slots if s.spec.kind.is_coordination]
         waiting = {id(s): self._planes_of(s, infra) for s in self._slots if s not in infra}
         for slot in infra:
             self._spawn(slot)
