@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from ..errors import UserInputError
-from .signals import interrupt_on_termination
+from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from rich.progress import Progress
