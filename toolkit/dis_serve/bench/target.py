@@ -7,12 +7,11 @@ graph that is down or serves another model fails in one line instead of in AIPer
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError, UserInputError
+from ..evidence.fingerprint import topology_digest
 from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..render.metrics_endpoints import MetricsEndpoint, graph_endpoints
@@ -35,11 +34,6 @@ class BenchTarget:
     def worker_metrics_urls(self) -> tuple[str, ...]:
         # AIPerf scrapes the frontend (URL + /metrics) on its own.
         return tuple(e.url for e in self.endpoints if e.pool != "frontend")
-
-
-def topology_digest(topo: Topology) -> str:
-    text = json.dumps(topo.model_dump(mode="json"), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -124,9 +125,14 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def topology_digest(topo: Topology) -> str:
+    """The validated topology's hash (defaults filled in): a resumed sweep reuses points only
+    for the same one, and a fingerprint pins it."""
+    return sha256_text(json.dumps(topo.model_dump(mode="json"), sort_keys=True))[:16]
+
+
 def topology_evidence(topo: Topology, file: SourceFile | None,
                       revision: str | None) -> TopologyEvidence:
-    from ..bench.target import topology_digest
     from ..render.engine_config import dump_engine_config, render_engine_configs
 
     engine_configs = {}
