@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from dis_serve.bench.metrics import BenchResult
-from dis_serve.bench.plan_check import closest_point
+from dis_serve.plan.vs_measured import closest_point
 from relocate import relocate
 
 pytestmark = pytest.mark.integration

@@ -48,6 +48,24 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, tmp_path, args, says):
     assert "Traceback" not in result.stderr
 
 
+def test_every_request_field_is_an_option_with_its_description_as_help(run_cli, monkeypatch):
+    from dis_serve.plan.request import PlanRequest, flag_of
+
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option: nothing wraps mid-word
+    result = run_cli("plan", "--help")
+    assert result.exit_code == 0, result.stderr
+    for field in PlanRequest.model_fields:
+        assert flag_of(field) in result.stdout, field
+    assert "--price" in result.stdout and "--price-per-gpu-hour" not in result.stdout
+    assert "h100-sxm, h200, a100-80gb, l40s, l4" in result.stdout  # from the enum
+
+
+def test_an_error_the_planner_keys_by_field_names_the_flag_to_change(run_cli, tmp_path):
+    result = run_cli(*PLAN, "--budget", "1", "--no-replay", "--out", tmp_path)
+    assert_one_line_error(result, "--budget:", "use --budget 2 or more", "--dtype")
+    assert "`" not in result.stderr
+
+
 def test_plan_json_reads_back_as_the_outcome_the_command_printed(run_cli, tmp_path):
     from dis_serve.plan.outcome import PlanOutcome
 

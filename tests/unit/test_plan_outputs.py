@@ -8,7 +8,7 @@ import pytest
 
 from dis_serve.plan.emit import plan_topology, write_topology
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
-from dis_serve.plan.planner import make_plan
+from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.replay import kv_blocks, replay_plan
 from dis_serve.plan.request import build_request
 from dis_serve.render.k8s_planner import planner_config
@@ -74,7 +74,8 @@ def test_the_profile_carries_the_plans_corrected_latencies(planned, profile):
 def test_the_replay_agrees_with_the_prediction_within_ten_percent(planned, profile):
     plan = planned.chosen
     result = replay_plan(planned.model.target, plan, profile, planned.workload,
-                         ttft_sla_ms=1000.0, itl_sla_ms=50.0)
+                         ttft_sla_ms=1000.0, itl_sla_ms=50.0,
+                         gpus_per_node=planned.request.gpus_per_node)
     assert result.steady
     assert result.ttft_p90_ms == pytest.approx(plan.prediction.ttft_p90_ms, rel=0.10)
     # The mean TTFT of batching prefill workers is predicted on the safe side.
@@ -115,7 +116,7 @@ def test_a_big_deployment_is_replayed_as_a_slice_with_its_ratio_and_share_of_the
 
 
 def test_the_offered_plan_passed_its_replay_and_any_backed_off_one_did_not(tmp_path):
-    from dis_serve.plan.runner import run_plan
+    from dis_serve.plan.pipeline import run_plan
 
     outcome = run_plan(build_request(model="llama-3.1-70b", isl=3000, osl=500, budget=48,
                                      ttft_ms=1000.0, itl_ms=50.0), tmp_path)
@@ -128,6 +129,7 @@ def test_the_offered_plan_passed_its_replay_and_any_backed_off_one_did_not(tmp_p
 def test_a_bench_of_the_emitted_mock_graph_reports_predicted_replayed_and_measured(
         run_cli, tmp_path):
     from dis_serve.bench.report import write_report
+    from dis_serve.plan.vs_measured import add_plan_section
     from fixtures.aiperf.load import smoke_result
 
     emitted = tmp_path / "planned.yaml"
@@ -136,7 +138,9 @@ def test_a_bench_of_the_emitted_mock_graph_reports_predicted_replayed_and_measur
                      tmp_path / "plan", "--emit", emitted, "--mock")
     assert result.exit_code == 0, result.stderr
     measured = smoke_result().model_copy(update={"topology_file": str(emitted)})
-    report = write_report(measured, tmp_path / "bench").markdown.read_text()
+    report_md = write_report(measured, tmp_path / "bench").markdown
+    assert add_plan_section(measured, report_md)
+    report = report_md.read_text()
     section = report.split("## Plan vs measurement", 1)[1]
     for row in ("| predicted (plan) |", "| replayed (Dynamo replay) |", "| measured ("):
         assert row in section

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from ..bench.metrics import BenchResult, PointResult
+    from ..bench.runner import BenchRun
     from ..bench.scenario import SweepPoint
 
 console = Console(highlight=False, soft_wrap=True)
@@ -220,9 +221,7 @@ def bench(
     console.print(_summary_table(run.result, f"{spec.name} on {topo.name} "
                                              f"({run.result.gpus} GPUs)"))
     console.print(_cache_line(run.result), markup=False)
-    console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
-                  f"{run.files.latency_png.name}; data: {run.files.json.name}, "
-                  f"{run.files.csv.name})", markup=False)
+    _finish_report(run)
     if write_baseline is not None:
         write_baseline.parent.mkdir(parents=True, exist_ok=True)
         write_baseline.write_text(run.result.model_dump_json(indent=2), encoding="utf-8")
@@ -235,6 +234,17 @@ def bench(
     else:
         console.print(f"next: dis-serve compare graphs/agg-mocker.yaml {topo_path} "
                       f"--scenario {scenario}", markup=False)
+
+
+def _finish_report(run: BenchRun) -> None:
+    """Add the plan-vs-measurement section (for a graph `plan --emit` wrote) and say where the
+    report is."""
+    from ..plan.vs_measured import add_plan_section
+
+    add_plan_section(run.result, run.files.markdown)
+    console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
+                  f"{run.files.latency_png.name}; data: {run.files.json.name}, "
+                  f"{run.files.csv.name})", markup=False)
 
 
 def compare(

@@ -102,7 +102,7 @@ def _transfer(model: PerfModel, m: Measured, gbps: float) -> float:
 
 
 def fit_calibration(model: PerfModel, measured: list[Measured],
-                    gpus_per_node: int = 8) -> Calibration:
+                    gpus_per_node: int) -> Calibration:
     """Fit the factors on `measured` (see the module docstring); `model` is left as it is."""
     pairs = [(m, p) for m in measured
              if (p := predict_measured(model, m, gpus_per_node)) is not None]

@@ -164,7 +164,7 @@ def engine_args(target: ModelOnGpu, plan: Candidate, pool: PoolPlan, profile: Pa
 
 def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Workload, *,
                 ttft_sla_ms: float, itl_sla_ms: float, requests: int | None = None,
-                gpus_per_node: int = 8, seed: int = 42) -> ReplayResult:
+                gpus_per_node: int, seed: int = 42) -> ReplayResult:
     """Replay the workload at the plan's rate on a representative slice of it: `requests`
     synthetic requests (default: enough for a steady state), or the trace itself (whole)."""
     # The simulator logs every routing decision at INFO; keep the terminal readable.

@@ -183,7 +183,7 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
         raise UserInputError(
             f"{target.name} in {target.dtype.value} does not fit a {target.gpu_name} worker "
             f"even at TP{widest} with one {seq_len}-token sequence",
-            key="--model", fix="use --dtype fp8 or awq, a GPU with more memory, or shorter "
+            key="model", fix="use `dtype` fp8 or awq, a GPU with more memory, or shorter "
                                "sequences")
     decode = decode_curves(model, tps, workload.isl, workload.osl, seq_len)
     fastest_itl = min((c.itl_ms[0], c.tp) for c in decode)
@@ -191,7 +191,7 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
         raise UserInputError(
             f"ITL {sla.itl_ms:g} ms is impossible: the fastest decode step of {target.name} "
             f"on {target.gpu_name} is {fastest_itl[0]:.1f} ms (TP{fastest_itl[1]}, batch 1)",
-            key="--itl-ms", fix=f"use --itl-ms {math.ceil(fastest_itl[0])} or more")
+            key="itl_ms", fix=f"use `itl_ms` {math.ceil(fastest_itl[0])} or more")
     prefill = prefill_worker_options(model, tps, workload.isl, workload.max_isl, sla.ttft_ms)
     if not prefill:
         tp = max(tps)
@@ -200,8 +200,8 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
         raise UserInputError(
             f"TTFT {sla.ttft_ms:g} ms is impossible: one {workload.isl}-token prefill of "
             f"{target.name} on {target.gpu_name} takes {quickest:.0f} ms at TP{tp}, "
-            f"{floor:.0f} ms with the first decode step", key="--ttft-ms",
-            fix=f"use --ttft-ms {math.ceil(floor * 1.1)} or more")
+            f"{floor:.0f} ms with the first decode step", key="ttft_ms",
+            fix=f"use `ttft_ms` {math.ceil(floor * 1.1)} or more")
     agg = agg_curves(model, tps, workload.isl, workload.osl, seq_len)
     return SearchSpace(model, workload, sla, request.gpus_per_node, prefill, decode, agg, tps)
 

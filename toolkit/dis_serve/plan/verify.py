@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..topology import Mode, PoolRole
 from .mocker_profile import profile_tables, write_profile
-from .planner import PlanResult, decide
+from .recommend import PlanResult, decide
 from .replay import ReplayResult, replay_plan
 from .request import Objective
 from .search import (

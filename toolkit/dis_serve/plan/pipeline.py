@@ -12,21 +12,13 @@ from pathlib import Path
 from ..topology import Mode
 from .emit import graph_name, plan_topology, write_topology
 from .mocker_profile import profile_tables, write_profile
-from .outcome import (
-    PerformanceModelInfo,
-    PlanOutcome,
-    Replay,
-    SavingsInfo,
-    VerificationStep,
-    WorkloadInfo,
-)
-from .planner import PlanResult, make_plan
+from .outcome import PlanOutcome, Replay
 from .plots import pareto_png
-from .pricing import yearly_cost
+from .recommend import PlanResult, make_plan
 from .replay import replay_plan
-from .report import deployment, plan_title, replay_summary
 from .request import PlanRequest
 from .search import SLA_SHARE, Candidate
+from .to_outcome import plan_outcome, replay_summary
 from .verify import Attempt, Verification, verified
 
 DEFAULT_PLANS_DIR = Path(".dis-serve/plans")
@@ -61,8 +53,8 @@ def run_plan(request: PlanRequest, out_dir: Path | None = None, *, emit: Path | 
         emit.write_text(chosen_file.read_text())
         files["emitted topology"] = emit.resolve()
     files["plan.json"] = out_dir / "plan.json"
-    outcome = _outcome(result, replays, files, checks,
-                       emit_refused=refused if emit is not None else None)
+    outcome = plan_outcome(result, replays, files, checks,
+                           emit_refused=refused if emit is not None else None)
     files["plan.json"].write_text(outcome.model_dump_json(indent=2) + "\n")
     return outcome
 
@@ -122,32 +114,3 @@ def _replay_split(result: PlanResult, out_dir: Path) -> Replay:
                            requests=request.replay_requests,
                            gpus_per_node=request.gpus_per_node)
     return replay_summary("split", split, replayed)
-
-
-def _outcome(result: PlanResult, replays: list[Replay], files: dict[str, Path],
-             checks: dict[Mode, Verification], emit_refused: str | None) -> PlanOutcome:
-    request, model, savings = result.request, result.model, result.savings
-    steps = [VerificationStep(mode=mode, deployment=a.candidate.label, gpus=a.candidate.gpus,
-                              requests_per_s=a.candidate.rate,
-                              tokens_per_s_per_gpu=a.candidate.tokens_per_s_per_gpu,
-                              sla_met_share=a.replay.sla_met_share, passed=a.passed)
-             for mode, check in checks.items() for a in check.attempts]
-    return PlanOutcome(
-        request=request, title=plan_title(result),
-        workload=WorkloadInfo(isl=result.workload.isl, osl=result.workload.osl,
-                              rate=result.workload.rate),
-        performance_model=PerformanceModelInfo(source=model.source.value, detail=model.detail,
-                                               fallback_reason=model.fallback_reason),
-        calibration=result.calibration, plan=deployment(result.chosen),
-        plan_yearly_usd=round(yearly_cost(result.chosen.gpus, request.hourly_price)),
-        disaggregation_pays=result.disagg_pays, verdict=result.verdict,
-        savings=None if savings is None else SavingsInfo(
-            gpus=savings.gpus, agg_gpus=savings.agg_gpus, share=round(savings.share, 4),
-            yearly_usd=round(savings.yearly_usd), price_per_gpu_hour=request.hourly_price),
-        top_disaggregated=[deployment(c) for c in result.disagg[:request.top]],
-        top_aggregated=[deployment(c) for c in result.agg[:request.top]],
-        split=None if result.split is None else deployment(result.split),
-        split_gpus=result.split_gpus, replay=replays, verification=steps,
-        emit_refused=emit_refused,
-        planning_seconds=round(result.seconds, 3),
-        files={what: str(path) for what, path in files.items()})

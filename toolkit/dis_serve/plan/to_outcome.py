@@ -1,13 +1,28 @@
-"""A plan in words and figures: the title, candidate and replay summaries, and the sentences
-that say how the replay agrees with the prediction (the CLI draws them; no Rich here)."""
+"""The search's candidates and the replay's results as `PlanOutcome`'s models (what
+`plan.json` holds), with the title and the sentences saying how the replay agrees with the
+prediction. Conversion only: the CLI draws the tables (no Rich here)."""
 
 from __future__ import annotations
 
-from .outcome import Deployment, PlannedPool, Replay
-from .planner import PlanResult
+from pathlib import Path
+
+from ..topology import Mode
+from .outcome import (
+    Deployment,
+    PerformanceModelInfo,
+    PlannedPool,
+    PlanOutcome,
+    Replay,
+    SavingsInfo,
+    VerificationStep,
+    WorkloadInfo,
+)
+from .pricing import yearly_cost
+from .recommend import PlanResult
 from .replay import ReplayResult
 from .request import Objective
 from .search import SLA_SHARE, Candidate
+from .verify import Verification
 
 # Where a replayed figure differs from the prediction by more than this, the report names it.
 NOTABLE_GAP = 0.10
@@ -96,3 +111,33 @@ def _agreement(name: str, cand: Candidate, rep: ReplayResult) -> str:
                  "from the replay, which runs them event by event on the same step-time "
                  "tables; where they differ, trust the replay.")
     return text
+
+
+def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Path],
+                 checks: dict[Mode, Verification], emit_refused: str | None) -> PlanOutcome:
+    """Everything `plan.json` holds, from the search's result and what the replay saw."""
+    request, model, savings = result.request, result.model, result.savings
+    steps = [VerificationStep(mode=mode, deployment=a.candidate.label, gpus=a.candidate.gpus,
+                              requests_per_s=a.candidate.rate,
+                              tokens_per_s_per_gpu=a.candidate.tokens_per_s_per_gpu,
+                              sla_met_share=a.replay.sla_met_share, passed=a.passed)
+             for mode, check in checks.items() for a in check.attempts]
+    return PlanOutcome(
+        request=request, title=plan_title(result),
+        workload=WorkloadInfo(isl=result.workload.isl, osl=result.workload.osl,
+                              rate=result.workload.rate),
+        performance_model=PerformanceModelInfo(source=model.source.value, detail=model.detail,
+                                               fallback_reason=model.fallback_reason),
+        calibration=result.calibration, plan=deployment(result.chosen),
+        plan_yearly_usd=round(yearly_cost(result.chosen.gpus, request.hourly_price)),
+        disaggregation_pays=result.disagg_pays, verdict=result.verdict,
+        savings=None if savings is None else SavingsInfo(
+            gpus=savings.gpus, agg_gpus=savings.agg_gpus, share=round(savings.share, 4),
+            yearly_usd=round(savings.yearly_usd), price_per_gpu_hour=request.hourly_price),
+        top_disaggregated=[deployment(c) for c in result.disagg[:request.top]],
+        top_aggregated=[deployment(c) for c in result.agg[:request.top]],
+        split=None if result.split is None else deployment(result.split),
+        split_gpus=result.split_gpus, replay=replays, verification=steps,
+        emit_refused=emit_refused,
+        planning_seconds=round(result.seconds, 3),
+        files={what: str(path) for what, path in files.items()})

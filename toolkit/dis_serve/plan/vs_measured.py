@@ -2,9 +2,11 @@
 table.
 
 `dis-serve plan --emit --mock` writes a mocker graph whose `mocker.profile_data` sits beside
-the plan's `plan.json`; a `bench` of that graph finds the plan there and compares the sweep
-point whose measured throughput is closest to the planned rate with what the plan predicted
-and what Dynamo's replay saw."""
+the plan's `plan.json`; after a `bench` of that graph the CLI calls `add_plan_section`, which
+finds the plan there and compares the sweep point whose measured throughput is closest to the
+planned rate with what the plan predicted and what Dynamo's replay saw. It lives here, not in
+`bench`, because `plan` already reads `bench` results (calibration): `bench` knows nothing of
+plans, so the two packages do not import each other."""
 
 from __future__ import annotations
 
@@ -12,15 +14,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..bench.metrics import BenchResult, PointResult
 from ..topology import Topology
-from .metrics import BenchResult, PointResult
+from .outcome import PlanOutcome
 
 PLAN_FILE = "plan.json"
 
 
-def plan_of_topology(topology_file: str | None):
+def plan_of_topology(topology_file: str | None) -> PlanOutcome | None:
     """The plan a topology was emitted from (None: not a planned mocker graph)."""
-    from ..plan.outcome import PlanOutcome
     from ..yaml_input import load_model_file
 
     if topology_file is None or not Path(topology_file).is_file():
@@ -78,3 +80,13 @@ def plan_markdown(result: BenchResult) -> str:
             ("TTFT mean", measured[1], rows[0][1]), ("ITL mean", measured[3], rows[0][3]),
             ("req/s", measured[5], rows[0][5])) if p) + ".", ""]
     return "\n".join(lines)
+
+
+def add_plan_section(result: BenchResult, report_md: Path) -> bool:
+    """Append the plan-vs-measurement section to a bench's `report.md` when the benchmarked
+    graph was planned; False (the file untouched) otherwise."""
+    section = plan_markdown(result)
+    if section:
+        with report_md.open("a", encoding="utf-8") as out:
+            out.write(section)
+    return bool(section)
