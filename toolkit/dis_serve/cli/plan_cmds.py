@@ -75,25 +75,22 @@ def _request_option(field: str) -> inspect.Parameter:
 
     info = PlanRequest.model_fields[field]
     flag, base = flag_of(field), _base_type(info.annotation)
-    help_text = _flags_in(info.description or "")
     default = inspect.Parameter.empty if info.is_required() else info.get_default()
+    help_text, names, kind = _flags_in(info.description) or "", (flag,), base
     if base is bool:
-        kind: object = bool
         names = (f"{flag}/--no-{flag.removeprefix('--')}",)
     elif isinstance(base, type) and issubclass(base, StrEnum):
-        kind, names = str | None if default is None else str, (flag,)
+        kind = str  # the model's validation words a bad choice, naming the flag
         help_text += " One of: " + ", ".join(m.value for m in base) + "."
-        default = default if default is None or default is inspect.Parameter.empty else (
-            default.value)
+        default = default.value if isinstance(default, StrEnum) else default
     elif get_origin(base) is tuple and get_args(base)[-1] is Ellipsis:  # repeatable
-        kind, names, default = list[get_args(base)[0]] | None, (flag,), None
+        kind, default = list[get_args(base)[0]], None
     elif get_origin(base) is tuple:  # given as text, which the model's validator parses
-        kind, names = str | None, (flag,)
-    else:
-        kind, names = base | None if default is None else base, (flag,)
+        kind = str
     option = typer.Option(*names, help=help_text, metavar=cli_flag(field).metavar)
     return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY,
-                             annotation=Annotated[kind, option], default=default)
+                             annotation=Annotated[kind | None if default is None else kind,
+                                                  option], default=default)
 
 
 def _base_type(annotation: object) -> object:
