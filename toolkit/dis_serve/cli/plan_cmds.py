@@ -209,14 +209,17 @@ def _print_verification(outcome: PlanOutcome) -> None:
         console.print("Not replayed (--no-replay): the SLA attainment is the model's alone.",
                       markup=False)
         return
-    state = "holds" if replayed.passed else "FAILS"
-    console.print(f"Replayed: {replayed.sla_met_share:.0%} of requests met the SLA (the plan "
-                  f"{state}: it promises 90%), on {replayed.replayed}.", markup=False)
-    tried = [s for s in outcome.verification if not s.passed]
-    for step in tried:
-        console.print(f"  backed off from {step.deployment} at "
-                      f"{step.requests_per_s:.2f} req/s: {step.sla_met_share:.0%} met the SLA "
-                      "in replay", markup=False)
+    state = ("holds: it promises 90% at the planned rate" if replayed.passed
+             else f"FAILS: it {replayed.failed_because}")
+    console.print(f"Replayed: {replayed.sla_met_share:.0%} of requests met the SLA, "
+                  f"{replayed.requests_per_s:.2f} of the planned "
+                  f"{outcome.plan.requests_per_s:.2f} req/s served (the plan {state}), on "
+                  f"{replayed.replayed}.", markup=False)
+    for step in outcome.verification:
+        if not step.passed:
+            console.print(f"  backed off from {step.deployment} at "
+                          f"{step.requests_per_s:.2f} req/s: it {step.failed_because}",
+                          markup=False)
 
 
 def _split_line(outcome: PlanOutcome) -> str:

@@ -64,8 +64,12 @@ class Replay(Latencies):
     requests_per_s: Figure = Field(description="Requests finished per second in the window.")
     output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
-    passed: bool = Field(description="Whether the SLA held for at least the share of "
-                                     "requests its percentile promises (90%).")
+    passed: bool = Field(description="Whether the plan held: the SLA for at least the share "
+                                     "of requests its percentile promises (90%), a steady "
+                                     "state, and the planned throughput within one back-off "
+                                     "step.")
+    failed_because: str | None = Field(default=None,
+                                       description="Which of those failed, if one did.")
     wall_s: Figure = Field(description="Wall time of the replay.")
     worst_difference_means: Figure = Field(
         description="Largest relative gap to the prediction over mean TTFT, ITL, throughput.")
@@ -84,7 +88,10 @@ class VerificationStep(_Frozen):
     tokens_per_s_per_gpu: Figure = Field(
         description="Output tokens per second per GPU used, at that rate.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
-    passed: bool = Field(description="Whether at least 90% did.")
+    served_per_s: Figure | None = Field(default=None,
+                                        description="Requests/s the replay served.")
+    passed: bool = Field(description="Whether the deployment held (see `Replay.passed`).")
+    failed_because: str | None = Field(default=None, description="Why not, if it did not.")
 
 
 class PerformanceModelInfo(_Frozen):

@@ -17,9 +17,9 @@ from .plots import pareto_png
 from .recommend import PlanResult, make_plan
 from .replay import replay_plan
 from .request import PlanRequest
-from .search import SLA_SHARE, Candidate
+from .search import Candidate
 from .to_outcome import plan_outcome, replay_summary
-from .verify import Attempt, Verification, verified
+from .verify import Attempt, Verification, closeness, replay_failure, verified
 
 DEFAULT_PLANS_DIR = Path(".dis-serve/plans")
 
@@ -38,7 +38,8 @@ def run_plan(request: PlanRequest, out_dir: Path | None = None, *, emit: Path | 
     files = _write_topologies(result, out_dir, plan_attempt)
     replays = []
     if plan_attempt is not None:
-        replays.append(replay_summary("plan", result.chosen, plan_attempt.replay))
+        replays.append(replay_summary("plan", result.chosen, plan_attempt.replay,
+                                      plan_attempt.failure))
     if request.replay and result.split is not None:
         replays.append(_replay_split(result, out_dir))
     files["Pareto plot"] = pareto_png(result, out_dir / "pareto.png")
@@ -66,13 +67,11 @@ def _attempt_of(cand: Candidate, checks: dict[Mode, Verification]) -> Attempt | 
 
 
 def _refusal(result: PlanResult, failed: Attempt, checks: dict[Mode, Verification]) -> str:
-    closest = max((a for c in checks.values() for a in c.attempts),
-                  key=lambda a: a.replay.sla_met_share)
-    return (f"the plan ({result.chosen.label}) met the SLA for "
-            f"{failed.replay.sla_met_share:.0%} of replayed requests, short of the "
-            f"{SLA_SHARE:.0%} it promises, and no deployment the planner replayed passed (the "
-            f"closest: {closest.candidate.label} at {closest.candidate.rate:.2f} req/s, "
-            f"{closest.replay.sla_met_share:.0%})")
+    closest = max((c.best for c in checks.values()), key=closeness)
+    return (f"the plan ({result.chosen.label}) {failed.failure}, and no deployment the "
+            f"planner replayed passed (the closest: {closest.candidate.label} at "
+            f"{closest.candidate.rate:.2f} req/s, {closest.replay.sla_met_share:.0%} met the "
+            f"SLA, {closest.replay.served_rate:.2f} req/s served)")
 
 
 def _write_topologies(result: PlanResult, out_dir: Path,
@@ -113,4 +112,5 @@ def _replay_split(result: PlanResult, out_dir: Path) -> Replay:
                            ttft_sla_ms=request.ttft_ms, itl_sla_ms=request.itl_ms,
                            requests=request.replay_requests,
                            gpus_per_node=request.gpus_per_node)
-    return replay_summary("split", split, replayed)
+    return replay_summary("split", split, replayed,
+                          replay_failure(split, replayed, result.workload))

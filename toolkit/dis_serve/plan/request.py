@@ -35,6 +35,16 @@ class Objective(StrEnum):
     """Serve as many requests per second under the SLA as a GPU budget allows."""
 
 
+class Arrival(StrEnum):
+    POISSON = "poisson"
+    """Independent requests at a mean rate (online serving): bursts queue, so batches are
+    planned below their caps."""
+    OFFLINE = "offline"
+    """A closed loop (a batch job, or the offline max-load runs of published throughput
+    tables): a fixed number of requests in flight, the next sent as one finishes, so there
+    are no bursts and a decode batch runs at its cap."""
+
+
 @dataclass(frozen=True)
 class TraceStats:
     """What a Mooncake-format trace says about its workload."""
@@ -122,6 +132,11 @@ class PlanRequest(BaseModel):
                                   "replay replays it).")
     trace_block_size: int = Field(default=MOONCAKE_BLOCK_TOKENS, gt=0,
                                   description="Tokens per hash id in the trace.")
+    arrival: Arrival = Field(
+        default=Arrival.POISSON,
+        description="How requests arrive: poisson (online traffic at a mean rate) or offline "
+                    "(a closed loop: a fixed number in flight, each decode batch at its cap). "
+                    "A `trace` brings its own arrivals.")
     rate: float | None = Field(
         default=None, gt=0, description="Objective (a): serve this many requests/s on the "
                                         "fewest GPUs.")
@@ -179,6 +194,8 @@ class PlanRequest(BaseModel):
             raise ValueError("give `isl` and `osl`, or a `trace`")
         if self.trace is not None and (self.isl is not None or self.osl is not None):
             raise ValueError("`trace` sets the lengths; drop `isl`/`osl`")
+        if self.trace is not None and self.arrival is Arrival.OFFLINE:
+            raise ValueError("`trace` sets the arrivals by its timestamps; drop `arrival`")
         return self
 
     @field_validator("model")
@@ -221,12 +238,18 @@ class Workload:
     max_osl: int
     rate: float | None
     trace: TraceStats | None
+    arrival: Arrival = Arrival.POISSON
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.arrival is Arrival.OFFLINE
 
     @classmethod
     def of(cls, request: PlanRequest) -> Workload:
         if request.trace is None:
             assert request.isl is not None and request.osl is not None
-            return cls(request.isl, request.osl, request.isl, request.osl, request.rate, None)
+            return cls(request.isl, request.osl, request.isl, request.osl, request.rate, None,
+                       request.arrival)
         stats = read_trace(request.trace, request.trace_block_size)
         rate = request.rate
         if rate is None and request.budget is None:

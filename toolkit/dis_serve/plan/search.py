@@ -221,7 +221,8 @@ def _disagg(space: SearchSpace, p: PrefillWorker, prefill_workers: int, d: Decod
     gpus = prefill_workers * p.tp + decode_workers * d.tp
     pred = predict_disagg(p, prefill_workers, d, batch, decode_workers, rate,
                           osl=space.workload.osl,
-                          kv_transfer_ms=space.transfer_ms(p.tp, d.tp, gpus))
+                          kv_transfer_ms=space.transfer_ms(p.tp, d.tp, gpus),
+                          closed_loop=space.workload.closed_loop)
     if pred is None or not space.sla.met_by(pred):
         return None
     pools = (PoolPlan.of(PoolRole.PREFILL, prefill_workers, p.tp, p.batch, p.max_num_tokens),
@@ -232,7 +233,7 @@ def _disagg(space: SearchSpace, p: PrefillWorker, prefill_workers: int, d: Decod
 
 def _agg(space: SearchSpace, curve: AggCurve, batch: int, workers: int,
          rate: float) -> Candidate | None:
-    pred = predict_agg(curve, workers, batch, rate)
+    pred = predict_agg(curve, workers, batch, rate, closed_loop=space.workload.closed_loop)
     if pred is None or not space.sla.met_by(pred):
         return None
     # The step budget holds the prompts plus one token for every request decoding beside

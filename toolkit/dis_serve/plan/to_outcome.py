@@ -21,7 +21,7 @@ from .pricing import yearly_cost
 from .recommend import PlanResult
 from .replay import ReplayResult
 from .request import Objective
-from .search import SLA_SHARE, Candidate
+from .search import Candidate
 from .verify import Verification
 
 # Where a replayed figure differs from the prediction by more than this, the report names it.
@@ -38,8 +38,9 @@ def plan_title(result: PlanResult) -> str:
     req, wl = result.request, result.workload
     goal = (f"{wl.rate:.3g} req/s on the fewest GPUs" if req.objective is Objective.FEWEST_GPUS
             else f"most goodput from {req.budget} GPUs")
-    lengths = f"ISL {wl.isl} / OSL {wl.osl}" + (f" (trace {wl.trace.path.name})"
-                                                if wl.trace else "")
+    lengths = f"ISL {wl.isl} / OSL {wl.osl}" + (
+        f" (trace {wl.trace.path.name})" if wl.trace
+        else " (offline: closed loop)" if wl.closed_loop else "")
     return (f"{req.target().name} on {req.gpu.value} (trtllm, {req.dtype.value}), {lengths}, "
             f"{goal}; SLA: p90 TTFT <= {req.ttft_ms:g} ms, p90 ITL <= {req.itl_ms:g} ms")
 
@@ -58,7 +59,10 @@ def deployment(cand: Candidate) -> Deployment:
         runs_out_first=cand.limit)
 
 
-def replay_summary(name: str, cand: Candidate, rep: ReplayResult) -> Replay:
+def replay_summary(name: str, cand: Candidate, rep: ReplayResult,
+                   failure: str | None) -> Replay:
+    """The outcome's record of one replay; `failure` says why it failed the deployment
+    (`verify.replay_failure`), None when it held."""
     return Replay(
         deployment=name, replayed=rep.replayed, requests=rep.requests,
         measured_requests=rep.measured_requests,
@@ -66,7 +70,7 @@ def replay_summary(name: str, cand: Candidate, rep: ReplayResult) -> Replay:
         ttft_p90_ms=rep.ttft_p90_ms, itl_mean_ms=rep.itl_mean_ms,
         itl_p90_ms=rep.itl_p90_ms, requests_per_s=rep.served_rate,
         output_tokens_per_s=rep.output_tokens_per_s,
-        sla_met_share=rep.sla_met_share, passed=rep.sla_met_share >= SLA_SHARE,
+        sla_met_share=rep.sla_met_share, passed=failure is None, failed_because=failure,
         wall_s=rep.wall_s,
         worst_difference_means=worst_difference(cand, rep),
         worst_difference_p90=worst_difference(cand, rep, tails=True),
@@ -120,7 +124,9 @@ def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Pat
     steps = [VerificationStep(mode=mode, deployment=a.candidate.label, gpus=a.candidate.gpus,
                               requests_per_s=a.candidate.rate,
                               tokens_per_s_per_gpu=a.candidate.tokens_per_s_per_gpu,
-                              sla_met_share=a.replay.sla_met_share, passed=a.passed)
+                              sla_met_share=a.replay.sla_met_share,
+                              served_per_s=a.replay.served_rate, passed=a.passed,
+                              failed_because=a.failure)
              for mode, check in checks.items() for a in check.attempts]
     return PlanOutcome(
         request=request, title=plan_title(result),
