@@ -151,6 +151,10 @@ class PlanRequest(BaseModel):
         default=None, gt=0, description="USD per GPU-hour (default: the catalog's list "
                                         "price).")
     gpus_per_node: Annotated[int, NODE_GPUS]
+    tp: int | None = Field(
+        default=None, ge=1, le=16,
+        description="Only this tensor-parallel size for every worker (default: every size "
+                    "that fits a node); what a published table fixes.")
     perf_model: PerfSource | None = Field(
         default=None, description="Force a performance model (default: AIConfigurator where "
                                   "it has data, else the roofline).")

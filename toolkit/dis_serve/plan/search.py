@@ -178,6 +178,14 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
     seq_len = workload.max_isl + workload.max_osl
     target = model.target
     tps = tensor_parallel_options(model, seq_len, request.gpus_per_node)
+    if request.tp is not None:
+        if request.tp not in tps:
+            raise UserInputError(
+                f"TP{request.tp} is not an option for {target.name} in {target.dtype.value} "
+                f"on {target.gpu_name} with {seq_len}-token sequences (the sizes that are: "
+                + (", ".join(f"TP{t}" for t in tps) or "none") + ")", key="tp",
+                fix="use one of them, or drop `tp`")
+        tps = [request.tp]
     if not tps:
         widest = max(t for t in (1, 2, 4, 8, 16) if t <= request.gpus_per_node)
         raise UserInputError(
