@@ -127,11 +127,12 @@ def test_the_offered_plan_passed_its_replay_and_any_backed_off_one_did_not(tmp_p
 
 
 def test_a_bench_of_the_emitted_mock_graph_reports_predicted_replayed_and_measured(
-        run_cli, tmp_path):
+        run_cli, tmp_path, monkeypatch):
     from dis_serve.bench.report import write_report
-    from dis_serve.plan.vs_measured import add_plan_section
+    from dis_serve.plan.vs_measured import after_bench
     from fixtures.aiperf.load import smoke_result
 
+    monkeypatch.setenv("DIS_SERVE_LEDGER", str(tmp_path / "ledger.jsonl"))
     emitted = tmp_path / "planned.yaml"
     result = run_cli("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32",
                      "--rate", "2", "--ttft-ms", "500", "--itl-ms", "50", "--out",
@@ -139,8 +140,35 @@ def test_a_bench_of_the_emitted_mock_graph_reports_predicted_replayed_and_measur
     assert result.exit_code == 0, result.stderr
     measured = smoke_result().model_copy(update={"topology_file": str(emitted)})
     report_md = write_report(measured, tmp_path / "bench").markdown
-    assert add_plan_section(measured, report_md)
+    assert after_bench(measured, report_md) is not None
     report = report_md.read_text()
     section = report.split("## Plan vs measurement", 1)[1]
     for row in ("| predicted (plan) |", "| replayed (Dynamo replay) |", "| measured ("):
         assert row in section
+
+
+def test_a_benched_plan_is_in_the_ledger_and_the_next_plan_prints_its_recorded_error(
+        run_cli, tmp_path, monkeypatch):
+    from dis_serve.bench.report import write_report
+    from dis_serve.plan.ledger import read_ledger
+    from dis_serve.plan.vs_measured import after_bench
+    from fixtures.aiperf.load import smoke_result
+
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("DIS_SERVE_LEDGER", str(ledger))
+    plan = ("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32", "--rate", "2",
+            "--ttft-ms", "500", "--itl-ms", "50", "--no-replay")
+    emitted = tmp_path / "planned.yaml"
+    assert run_cli(*plan, "--out", tmp_path / "plan", "--emit", emitted).exit_code == 0
+    measured = smoke_result().model_copy(update={"topology_file": str(emitted)})
+    report_md = write_report(measured, tmp_path / "bench").markdown
+    assert after_bench(measured, report_md) == len(measured.points)
+    assert after_bench(measured, report_md) == 0  # the same points are not added twice
+    (entry,) = [e for e in read_ledger(ledger) if e.nearest_to_plan]
+    assert entry.model == "llama-3.1-8b" and entry.gpu == "h100-sxm"
+    assert entry.plan_file == str(tmp_path / "plan" / "plan.json")
+
+    again = run_cli(*plan, "--out", tmp_path / "again")
+    ratio = entry.measured.itl_mean_ms / entry.predicted.itl_mean_ms
+    assert "Measured against this model: TTFT x" in again.stdout
+    assert f"ITL x{ratio:.2f}" in again.stdout

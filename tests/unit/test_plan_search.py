@@ -123,3 +123,14 @@ def test_a_small_cluster_is_told_disaggregation_does_not_pay():
     assert result.chosen.mode is Mode.AGG
     assert result.verdict.startswith("Disaggregation does not pay here")
     assert "too few" in result.verdict
+
+
+def test_a_fixed_tp_is_the_only_size_searched_and_an_impossible_one_is_named():
+    request = ask(tp=4)
+    space = build_space(choose_perf_model(request.target()), request, Workload.of(request))
+    assert space.tps == [4]
+    assert {c.tp for c in space.decode} == {4}
+    with pytest.raises(UserInputError, match="TP3 is not an option") as err:
+        bad = ask(tp=3)
+        build_space(choose_perf_model(bad.target()), bad, Workload.of(bad))
+    assert err.value.key == "tp"

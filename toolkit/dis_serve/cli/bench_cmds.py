@@ -237,14 +237,18 @@ def bench(
 
 
 def _finish_report(run: BenchRun) -> None:
-    """Add the plan-vs-measurement section (for a graph `plan --emit` wrote) and say where the
-    report is."""
-    from ..plan.vs_measured import add_plan_section
+    """For a graph `plan --emit` wrote, add the plan-vs-measurement section and the ledger
+    lines; say where the report is."""
+    from ..plan.ledger import ledger_path
+    from ..plan.vs_measured import after_bench
 
-    add_plan_section(run.result, run.files.markdown)
+    recorded = after_bench(run.result, run.files.markdown)
     console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
                   f"{run.files.latency_png.name}; data: {run.files.json.name}, "
                   f"{run.files.csv.name})", markup=False)
+    if recorded is not None:
+        console.print(f"planned graph: {recorded} point(s) added to the ledger "
+                      f"{ledger_path()}", markup=False)
 
 
 def compare(

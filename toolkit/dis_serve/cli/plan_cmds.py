@@ -164,6 +164,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
                   "USD/GPU-hour", markup=False)
     console.print(outcome.verdict, markup=False)
     _print_verification(outcome)
+    if outcome.measured_error is not None:
+        console.print(_ledger_line(outcome), markup=False)
     if outcome.savings is not None and outcome.savings.gpus > 0:
         s = outcome.savings
         console.print(f"Saved against the best aggregated deployment for the same goodput: "
@@ -220,6 +222,18 @@ def _print_verification(outcome: PlanOutcome) -> None:
             console.print(f"  backed off from {step.deployment} at "
                           f"{step.requests_per_s:.2f} req/s: it {step.failed_because}",
                           markup=False)
+
+
+def _ledger_line(outcome: PlanOutcome) -> str:
+    err = outcome.measured_error
+    assert err is not None
+    ratios = ", ".join(f"{name} x{value:.2f}" for name, value in (
+        ("TTFT", err.ttft_mean), ("ITL", err.itl_mean), ("throughput", err.requests_per_s))
+        if value is not None)
+    return (f"Measured against this model: {ratios} (measured / predicted, median of the "
+            f"{err.entries} nearest of {err.of} benchmarked plan(s) of "
+            f"{outcome.request.target().name} on {outcome.request.gpu.value} in {err.ledger}; "
+            f"nearest: {err.nearest[0]}).")
 
 
 def _split_line(outcome: PlanOutcome) -> str:

@@ -23,6 +23,25 @@ from .replay import BLOCK_SIZE, kv_blocks
 from .request import PlanRequest, Workload
 from .search import Candidate
 
+PLAN_FILE = "plan.json"
+# An emitted topology's first comment names its plan, so a `bench` of the graph finds it
+# wherever `--emit` put the file (the mocker graph also finds it beside its profile).
+PLAN_HEADER = "plan: "
+
+
+def plan_file_named_in(topology_file: Path) -> Path | None:
+    """The plan an emitted topology's header names (None: not an emitted topology)."""
+    try:
+        with topology_file.open(encoding="utf-8") as text:
+            for line in text:
+                if not line.startswith("#"):
+                    return None
+                if line.startswith(f"# {PLAN_HEADER}"):
+                    return Path(line.removeprefix(f"# {PLAN_HEADER}").strip())
+    except OSError:
+        return None
+    return None
+
 
 def graph_name(request: PlanRequest, plan: Candidate, mock: bool) -> str:
     model = re.sub(r"[^a-z0-9]+", "-", request.target().name.lower()).strip("-")

@@ -94,6 +94,19 @@ class VerificationStep(_Frozen):
     failed_because: str | None = Field(default=None, description="Why not, if it did not.")
 
 
+class LedgerError(_Frozen):
+    """How far this model has been from real runs: measured over predicted on the ledger's
+    entries nearest this plan (same model and GPU; `plan.ledger`)."""
+
+    entries: int = Field(description="Entries the ratios are the median of.")
+    of: int = Field(description="Entries the ledger holds for this model and GPU.")
+    ledger: str = Field(description="The ledger file.")
+    ttft_mean: float | None = Field(description="Measured / predicted mean TTFT.")
+    itl_mean: float | None = Field(description="Measured / predicted mean ITL.")
+    requests_per_s: float | None = Field(description="Measured / predicted requests/s.")
+    nearest: list[str] = Field(description="The entries used.")
+
+
 class PerformanceModelInfo(_Frozen):
     source: str = Field(description="aiconfigurator or roofline.")
     detail: str = Field(description="The data or constants behind the numbers.")
@@ -164,5 +177,7 @@ class PlanOutcome(_Frozen):
         description="Every replay taken to verify the plan, in order.")
     emit_refused: str | None = Field(
         default=None, description="Why --emit wrote nothing (the plan failed its replay).")
+    measured_error: LedgerError | None = Field(
+        default=None, description="The model's recorded error on the nearest measured runs.")
     planning_seconds: float = Field(description="Wall time of the search.")
     files: dict[str, str] = Field(description="What was written, by what it is.")

@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 
 from ..topology import Mode
-from .emit import graph_name, plan_topology, write_topology
+from .emit import PLAN_FILE, PLAN_HEADER, graph_name, plan_topology, write_topology
+from .ledger import recorded_error
 from .mocker_profile import profile_tables, write_profile
 from .outcome import PlanOutcome, Replay
 from .plots import pareto_png
@@ -53,9 +54,10 @@ def run_plan(request: PlanRequest, out_dir: Path | None = None, *, emit: Path | 
         emit.parent.mkdir(parents=True, exist_ok=True)
         emit.write_text(chosen_file.read_text())
         files["emitted topology"] = emit.resolve()
-    files["plan.json"] = out_dir / "plan.json"
+    files["plan.json"] = out_dir / PLAN_FILE
     outcome = plan_outcome(result, replays, files, checks,
                            emit_refused=refused if emit is not None else None)
+    outcome = outcome.model_copy(update={"measured_error": recorded_error(outcome)})
     files["plan.json"].write_text(outcome.model_dump_json(indent=2) + "\n")
     return outcome
 
@@ -84,7 +86,8 @@ def _write_topologies(result: PlanResult, out_dir: Path,
     else:
         write_profile(profile_tables(result.model, chosen, result.workload.isl,
                                      result.space.seq_len), profile)
-    header = (f"Planned by `dis-serve plan` with {result.model.source.value}: "
+    header = (f"{PLAN_HEADER}{out_dir / PLAN_FILE}\n"
+              f"Planned by `dis-serve plan` with {result.model.source.value}: "
               f"{chosen.label}.\nPredicted: {chosen.rate:.2f} req/s, p90 TTFT "
               f"{chosen.prediction.ttft_p90_ms:.0f} ms, p90 ITL "
               f"{chosen.prediction.itl_p90_ms:.1f} ms.")
