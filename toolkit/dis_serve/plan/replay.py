@@ -201,7 +201,8 @@ def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Wo
                                             request_rate=rate, arrival_seed=seed, **kwargs)
     wall = time.perf_counter() - started
     result = summarize(report, rate, wall, ttft_sla_ms=ttft_sla_ms, itl_sla_ms=itl_sla_ms,
-                       replayed=part.describe(plan), closed_loop=workload.closed_loop)
+                       replayed=part.describe(plan),
+                       closed_loop=in_flight(plan, rate) if workload.closed_loop else None)
     # Throughput of the slice, stated for the whole deployment.
     return replace(result, served_rate=result.served_rate / part.share,
                    output_tokens_per_s=result.output_tokens_per_s / part.share,
@@ -233,27 +234,22 @@ def _steady_state_requests(plan: Candidate, rate: float) -> int:
 
 def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
               itl_sla_ms: float, replayed: str = "the whole deployment",
-              closed_loop: bool = False) -> ReplayResult:
+              closed_loop: int | None = None) -> ReplayResult:
     """Steady-state figures: requests that arrive after the batch has filled (WARMUP_E2E
     end-to-end latencies in) and finish before arrivals stop; the whole run when it is too
-    short to have such a window (the result says so). A closed loop of same-length requests
-    runs in waves (the next ones are sent as a batch finishes, together), so a window would
-    cut them at random: it is measured whole, start to last completion, as offline
-    benchmarks measure it, and is steady once it spans MEASURED_E2E waves."""
+    short to have such a window (the result says so). `closed_loop`: the requests a closed
+    loop kept in flight (see `_after_the_first_wave`)."""
     done = [r for r in report.per_request if r.get("terminal_status") == "completed"]
-    arrivals = sorted(r["arrival_time_ms"] for r in done)
-    e2e = statistics.median(r["e2e_latency_ms"] for r in done)
-    start, stop = arrivals[0] + WARMUP_E2E * e2e, arrivals[-1] - e2e
-    window = [r for r in done if start <= r["arrival_time_ms"] and r["terminal_time_ms"] <= stop]
-    steady = stop - start >= MEASURED_E2E * e2e / 2 and len(window) >= MIN_WINDOW_REQUESTS
-    if closed_loop or not steady:
-        window, start, stop = done, arrivals[0], max(r["terminal_time_ms"] for r in done)
     if closed_loop:
-        steady = stop - start >= MEASURED_E2E * e2e and len(done) >= MIN_WINDOW_REQUESTS
+        window, start, stop, steady = _after_the_first_wave(done, closed_loop)
+    else:
+        window, start, stop, steady = _steady_window(done)
     ttfts = sorted(r["ttft_ms"] for r in window)
     itls = sorted(r["itl_ms"] for r in window)
-    finished = sum(1 for r in done if start <= r["terminal_time_ms"] <= stop)
-    arrived = sum(1 for r in done if start <= r["arrival_time_ms"] <= stop)
+    finished = sum(1 for r in done if start < r["terminal_time_ms"] <= stop)
+    # In a closed loop each completion sends the next request.
+    arrived = finished if closed_loop else sum(1 for r in done
+                                               if start <= r["arrival_time_ms"] <= stop)
     seconds = (stop - start) / 1000.0
     mean_output = statistics.fmean(r["output_length"] for r in window)
     met = sum(1 for r in window if r["ttft_ms"] <= ttft_sla_ms and r["itl_ms"] <= itl_sla_ms)
@@ -266,3 +262,27 @@ def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
         served_rate=finished / seconds, output_tokens_per_s=finished / seconds * mean_output,
         sla_met_share=met / len(window), wall_s=wall_s, window_arrivals=arrived,
         in_system=in_system)
+
+
+def _steady_window(done: list[dict]) -> tuple[list[dict], float, float, bool]:
+    arrivals = sorted(r["arrival_time_ms"] for r in done)
+    e2e = statistics.median(r["e2e_latency_ms"] for r in done)
+    start, stop = arrivals[0] + WARMUP_E2E * e2e, arrivals[-1] - e2e
+    window = [r for r in done if start <= r["arrival_time_ms"] and r["terminal_time_ms"] <= stop]
+    if stop - start >= MEASURED_E2E * e2e / 2 and len(window) >= MIN_WINDOW_REQUESTS:
+        return window, start, stop, True
+    return done, arrivals[0], max(r["terminal_time_ms"] for r in done), False
+
+
+def _after_the_first_wave(done: list[dict],
+                          in_flight: int) -> tuple[list[dict], float, float, bool]:
+    """A closed loop of same-length requests runs in waves: the first `in_flight` start
+    together, and each completion sends the next, so they finish and restart together. A
+    time window would cut the waves at random; counting from the `in_flight`-th completion
+    (the first wave done, the ramp-up behind) to the last measures whole waves. Steady once
+    MEASURED_E2E waves follow the first."""
+    ends = sorted(done, key=lambda r: r["terminal_time_ms"])
+    first = ends[min(in_flight, len(ends)) - 1]["terminal_time_ms"]
+    window = [r for r in ends if r["terminal_time_ms"] > first]
+    steady = len(window) >= max(MIN_WINDOW_REQUESTS, MEASURED_E2E * in_flight)
+    return (window or ends), first, ends[-1]["terminal_time_ms"], steady
