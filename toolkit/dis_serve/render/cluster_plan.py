@@ -13,10 +13,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import NodeLayout, node_layout, worker_slots
-from ..topology import Backend, EtcdMode, NatsMode, Topology
+from ..topology import EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
+from .engine_config import ENGINE_CONFIG_DIR
 from .launch_plan import (
-    ENGINE_CONFIG_DIR,
     LaunchPlan,
     ProcessSpec,
     etcd_spec,
@@ -74,7 +74,7 @@ class ClusterPlan(BaseModel):
 def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
     if ctx.model_path is not None:
         return ctx.model_path, False
-    if topo.backend is Backend.MOCKER:
+    if topo.backend.needs_model_card:
         return f"{ctx.run_dir}/model-card", True
     return topo.model.id, False
 
