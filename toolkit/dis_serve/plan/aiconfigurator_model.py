@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from ..catalog import find_known_model
-from ..topology import KvCacheDtype
+from ..topology import KvCacheDtype, WeightDtype
 from .perf_model import SERVING_CORRECTIONS, AggPoint, ModelOnGpu, PerfModel, PerfSource
 
 BACKEND = "trtllm"
@@ -42,7 +42,8 @@ class QuantModes:
 # ModelOpt FP8 checkpoints (Llama-3.1-8B and -70B-Instruct-FP8, and what ModelOpt's FP8
 # recipe writes for any model) hold per-tensor static scales and FP8 KV-cache scales: static
 # FP8 GEMMs and FP8 context attention. The QuantAlgo is the catalog's published checkpoint's,
-# else the one the weight format stands for (`WeightDtype.trtllm_quant_algo`).
+# else what NVIDIA Model Optimizer writes for the format (what `validate` tells the user to
+# quantize with), MODELOPT_QUANT_ALGO.
 QUANT_MODES: dict[str | None, QuantModes] = {
     None: QuantModes("bfloat16"),
     "FP8": QuantModes("fp8_static", fp8_attention=True),
@@ -51,13 +52,17 @@ QUANT_MODES: dict[str | None, QuantModes] = {
     "W4A16_AWQ": QuantModes("int4_wo"),
 }
 
+MODELOPT_QUANT_ALGO: dict[WeightDtype, str | None] = {
+    WeightDtype.BF16: None, WeightDtype.FP8: "FP8", WeightDtype.INT8: "W8A16",
+    WeightDtype.AWQ: "W4A16_AWQ"}
+
 
 def quant_modes(target: ModelOnGpu) -> dict[str, str]:
     """AIConfigurator's GEMM, KV-cache and context-attention modes for the target's
     checkpoint (FP8 attention needs an FP8 KV cache)."""
     known = find_known_model(target.name)
     checkpoint = known.checkpoint(target.dtype.value) if known else None
-    algo = checkpoint.quant_algo if checkpoint else target.dtype.trtllm_quant_algo
+    algo = checkpoint.quant_algo if checkpoint else MODELOPT_QUANT_ALGO[target.dtype]
     modes = QUANT_MODES[algo]
     fp8_attention = modes.fp8_attention and target.kv_cache_dtype is KvCacheDtype.FP8
     return {"gemm_quant_mode": modes.gemm, "kvcache_quant_mode": _KV_MODE[target.kv_cache_dtype],
