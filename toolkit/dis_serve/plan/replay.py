@@ -238,30 +238,32 @@ def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
     """Steady-state figures: requests that arrive after the batch has filled (WARMUP_E2E
     end-to-end latencies in) and finish before arrivals stop; the whole run when it is too
     short to have such a window (the result says so). `closed_loop`: the requests a closed
-    loop kept in flight (see `_after_the_first_wave`)."""
+    loop kept in flight; its throughput is that many over their mean end-to-end latency
+    (Little's law, exact while the loop is full), since same-length requests finish in
+    bursts that any count over a time window cuts at random."""
     done = [r for r in report.per_request if r.get("terminal_status") == "completed"]
     if closed_loop:
-        window, start, stop, steady = _after_the_first_wave(done, closed_loop)
+        window, steady = _while_the_loop_is_full(done, closed_loop)
+        served = closed_loop / (statistics.fmean(r["e2e_latency_ms"] for r in window) / 1000)
+        arrived, in_system = served, float(closed_loop)
     else:
         window, start, stop, steady = _steady_window(done)
+        seconds = (stop - start) / 1000.0
+        served = sum(1 for r in done if start < r["terminal_time_ms"] <= stop) / seconds
+        arrived = sum(1 for r in done if start <= r["arrival_time_ms"] <= stop) / seconds
+        in_system = arrived * statistics.fmean(r["e2e_latency_ms"] for r in window) / 1000
     ttfts = sorted(r["ttft_ms"] for r in window)
     itls = sorted(r["itl_ms"] for r in window)
-    finished = sum(1 for r in done if start < r["terminal_time_ms"] <= stop)
-    # In a closed loop each completion sends the next request.
-    arrived = finished if closed_loop else sum(1 for r in done
-                                               if start <= r["arrival_time_ms"] <= stop)
-    seconds = (stop - start) / 1000.0
     mean_output = statistics.fmean(r["output_length"] for r in window)
     met = sum(1 for r in window if r["ttft_ms"] <= ttft_sla_ms and r["itl_ms"] <= itl_sla_ms)
-    in_system = arrived / seconds * statistics.fmean(r["e2e_latency_ms"] for r in window) / 1000
     return ReplayResult(
         replayed=replayed, requests=len(done), measured_requests=len(window), steady=steady,
-        offered_rate=offered_rate, arrival_rate=arrived / seconds,
+        offered_rate=offered_rate, arrival_rate=arrived,
         ttft_mean_ms=statistics.fmean(ttfts), ttft_p90_ms=ttfts[int(0.9 * (len(ttfts) - 1))],
         itl_mean_ms=statistics.fmean(itls), itl_p90_ms=itls[int(0.9 * (len(itls) - 1))],
-        served_rate=finished / seconds, output_tokens_per_s=finished / seconds * mean_output,
-        sla_met_share=met / len(window), wall_s=wall_s, window_arrivals=arrived,
-        in_system=in_system)
+        served_rate=served, output_tokens_per_s=served * mean_output,
+        sla_met_share=met / len(window), wall_s=wall_s,
+        window_arrivals=sum(1 for r in window), in_system=in_system)
 
 
 def _steady_window(done: list[dict]) -> tuple[list[dict], float, float, bool]:
@@ -274,15 +276,16 @@ def _steady_window(done: list[dict]) -> tuple[list[dict], float, float, bool]:
     return done, arrivals[0], max(r["terminal_time_ms"] for r in done), False
 
 
-def _after_the_first_wave(done: list[dict],
-                          in_flight: int) -> tuple[list[dict], float, float, bool]:
-    """A closed loop of same-length requests runs in waves: the first `in_flight` start
-    together, and each completion sends the next, so they finish and restart together. A
-    time window would cut the waves at random; counting from the `in_flight`-th completion
-    (the first wave done, the ramp-up behind) to the last measures whole waves. Steady once
-    MEASURED_E2E waves follow the first."""
-    ends = sorted(done, key=lambda r: r["terminal_time_ms"])
-    first = ends[min(in_flight, len(ends)) - 1]["terminal_time_ms"]
-    window = [r for r in ends if r["terminal_time_ms"] > first]
-    steady = len(window) >= max(MIN_WINDOW_REQUESTS, MEASURED_E2E * in_flight)
-    return (window or ends), first, ends[-1]["terminal_time_ms"], steady
+def _while_the_loop_is_full(done: list[dict], in_flight: int) -> tuple[list[dict], bool]:
+    """The requests that ran while the loop held `in_flight` requests: sent after the
+    ramp-up (the first `in_flight` start together) and finished before the drain (after the
+    last is sent the batch empties and steps run faster). Steady once they are
+    MEASURED_E2E generations of the loop."""
+    ends = sorted(r["terminal_time_ms"] for r in done)
+    first = ends[min(in_flight, len(ends)) - 1]
+    last = ends[max(len(ends) - in_flight - 1, 0)]
+    window = [r for r in done
+              if r["arrival_time_ms"] >= first and r["terminal_time_ms"] <= last]
+    if not window:
+        return done, False
+    return window, len(window) >= max(MIN_WINDOW_REQUESTS, MEASURED_E2E * in_flight)
