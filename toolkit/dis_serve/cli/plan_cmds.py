@@ -132,8 +132,8 @@ def _run_plan(values: dict[str, object]) -> None:
         raise _in_flags(exc) from None
     _print_outcome(outcome)
     if outcome.emit_refused:
-        raise RunError(f"--emit refused: {outcome.emit_refused} (fix: relax the SLA, or "
-                       "--force to write it anyway)")
+        raise RunError(f"--emit refused: {outcome.emit_refused} (fix: relax the SLA or the "
+                       "load, give the replay more requests, or --force to write it anyway)")
     target = outcome.files.get("emitted topology", outcome.files["topology (mocker)"])
     console.print(f"next: dis-serve validate {target} && dis-serve up {target}", markup=False)
 
