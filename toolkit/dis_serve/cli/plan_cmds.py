@@ -166,6 +166,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
     _print_verification(outcome)
     if outcome.measured_error is not None:
         console.print(_ledger_line(outcome), markup=False)
+    if outcome.placement_note:
+        console.print(f"Topology: {outcome.placement_note}", markup=False)
     if outcome.savings is not None and outcome.savings.gpus > 0:
         s = outcome.savings
         console.print(f"Saved against the best aggregated deployment for the same goodput: "

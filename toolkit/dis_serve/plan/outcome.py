@@ -177,6 +177,8 @@ class PlanOutcome(_Frozen):
         description="Every replay taken to verify the plan, in order.")
     emit_refused: str | None = Field(
         default=None, description="Why --emit wrote nothing (the plan failed its replay).")
+    placement_note: str | None = Field(
+        default=None, description="The trtllm topology's cluster placement and KV locality.")
     measured_error: LedgerError | None = Field(
         default=None, description="The model's recorded error on the nearest measured runs.")
     planning_seconds: float = Field(description="Wall time of the search.")

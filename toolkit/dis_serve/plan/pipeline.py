@@ -10,7 +10,14 @@ import shutil
 from pathlib import Path
 
 from ..topology import Mode
-from .emit import PLAN_FILE, PLAN_HEADER, graph_name, plan_topology, write_topology
+from .emit import (
+    PLAN_FILE,
+    PLAN_HEADER,
+    graph_name,
+    placement_note,
+    plan_topology,
+    write_topology,
+)
 from .ledger import recorded_error
 from .mocker_profile import profile_tables, write_profile
 from .outcome import PlanOutcome, Replay
@@ -94,9 +101,11 @@ def _write_topologies(result: PlanResult, out_dir: Path,
     if attempt is not None:
         header += (f"\nReplayed in Dynamo's simulator: {attempt.replay.sla_met_share:.0%} of "
                    "requests met the SLA.")
+    note = placement_note(chosen, request)
     return {
         "topology (trtllm)": write_topology(plan_topology(chosen, request, result.workload),
-                                            out_dir / "topology.yaml", header),
+                                            out_dir / "topology.yaml",
+                                            header + (f"\n{note}" if note else "")),
         "topology (mocker)": write_topology(
             plan_topology(chosen, request, result.workload, mock=True, profile=profile),
             out_dir / "topology-mock.yaml",

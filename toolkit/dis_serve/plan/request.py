@@ -21,7 +21,7 @@ from pydantic import (
 
 from ..catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
 from ..errors import UserInputError
-from ..topology import Hardware, KvCacheDtype, WeightDtype
+from ..topology import Hardware, KvCacheDtype, PlacementKind, WeightDtype
 from .perf_model import ModelOnGpu, PerfSource
 
 # Mooncake traces hash prompts in blocks of 512 tokens.
@@ -162,6 +162,12 @@ class PlanRequest(BaseModel):
     compare_split: Annotated[tuple[PositiveInt, PositiveInt] | None,
                              CliFlag(metavar="PREFILL:DECODE")] = Field(
         default=None, description="Also evaluate a fixed PREFILL:DECODE GPU split, e.g. 8:40.")
+    placement: PlacementKind = Field(
+        default=PlacementKind.LOCAL,
+        description="Where the trtllm topology runs: local (one machine), hosts (one script "
+                    "per machine; set each node's address) or slurm (one sbatch job); its nodes "
+                    "come from the GPUs and `gpus_per_node`, prefill packed beside decode so "
+                    "KV transfer stays inside a node where the split allows.")
     replay: bool = Field(default=True, description="Verify the plan in Dynamo's virtual-clock "
                                                    "replay (backing off until it holds).")
     calibrate: tuple[Path, ...] = Field(

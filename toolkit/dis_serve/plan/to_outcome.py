@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..topology import Mode
+from .emit import placement_note
 from .outcome import (
     Deployment,
     PerformanceModelInfo,
@@ -145,5 +146,6 @@ def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Pat
         split=None if result.split is None else deployment(result.split),
         split_gpus=result.split_gpus, replay=replays, verification=steps,
         emit_refused=emit_refused,
+        placement_note=placement_note(result.chosen, request),
         planning_seconds=round(result.seconds, 3),
         files={what: str(path) for what, path in files.items()})
