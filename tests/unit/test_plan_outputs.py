@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import assert_one_line_error
 from dis_serve.plan.emit import plan_topology, write_topology
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.recommend import make_plan
@@ -172,3 +173,24 @@ def test_a_benched_plan_is_in_the_ledger_and_the_next_plan_prints_its_recorded_e
     ratio = entry.measured.itl_mean_ms / entry.predicted.itl_mean_ms
     assert "Measured against this model: TTFT x" in again.stdout
     assert f"ITL x{ratio:.2f}" in again.stdout
+
+
+def test_calibrate_reads_the_ledger_for_the_planned_model_and_gpu(run_cli, tmp_path, monkeypatch):
+    from dis_serve.bench.report import write_report
+    from dis_serve.plan.vs_measured import after_bench
+    from fixtures.aiperf.load import smoke_result
+
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("DIS_SERVE_LEDGER", str(ledger))
+    plan = ("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32", "--rate", "2",
+            "--ttft-ms", "500", "--itl-ms", "50", "--no-replay")
+    emitted = tmp_path / "planned.yaml"
+    assert run_cli(*plan, "--out", tmp_path / "plan", "--emit", emitted).exit_code == 0
+    measured = smoke_result().model_copy(update={"topology_file": str(emitted)})
+    after_bench(measured, write_report(measured, tmp_path / "bench").markdown)
+    calibrated = run_cli(*plan, "--out", tmp_path / "again", "--calibrate", ledger)
+    assert calibrated.exit_code == 0, calibrated.stderr
+    assert "calibrated from" in calibrated.stdout
+    other = run_cli(*plan[:2], "llama-3.1-70b", *plan[3:], "--out", tmp_path / "other",
+                    "--calibrate", ledger)
+    assert_one_line_error(other, "--calibrate:", "no measured point of llama-3.1-70b")

@@ -4,7 +4,8 @@ runs, kept so the next plan can say so.
 Every `bench` of a graph `plan --emit` wrote appends one JSON line per sweep point (predicted,
 replayed and measured TTFT, ITL and throughput, the point's fingerprint); a point already in
 the ledger (a resumed sweep) is not added again. `plan` reads the entries for the same model
-and GPU and prints the recorded error on the ones nearest its workload. The file is
+and GPU and prints the recorded error on the ones nearest its workload, and `plan
+--calibrate LEDGER.jsonl` fits its correction factors from them. The file is
 `.dis-serve/ledger.jsonl` under the working directory, like the plans; DIS_SERVE_LEDGER
 names another.
 """
@@ -60,7 +61,11 @@ class LedgerEntry(BaseModel):
     osl: int
     performance_model: str = Field(description="aiconfigurator or roofline.")
     plan_file: str
+    topology_file: str | None = Field(default=None, description="The graph bench ran.")
     point: str = Field(description="The sweep point's label.")
+    measured_isl: float | None = Field(default=None, description="Mean prompt tokens sent.")
+    measured_osl: float | None = Field(default=None,
+                                       description="Mean output tokens received.")
     nearest_to_plan: bool = Field(description="The point whose throughput is closest to the "
                                               "planned rate (the one the plan describes).")
     predicted: Figures
@@ -83,7 +88,9 @@ def entries_for(outcome: PlanOutcome, plan_file: Path,
         kv_cache_dtype=request.kv_cache_dtype.value, mode=plan.mode.value,
         deployment=plan.label, isl=outcome.workload.isl, osl=outcome.workload.osl,
         performance_model=outcome.performance_model.source, plan_file=str(plan_file),
-        point=p.point.label, nearest_to_plan=p is nearest,
+        topology_file=result.topology_file, point=p.point.label,
+        measured_isl=p.aiperf.input_tokens_mean, measured_osl=p.aiperf.output_tokens_mean,
+        nearest_to_plan=p is nearest,
         predicted=Figures(ttft_mean_ms=plan.ttft_mean_ms, ttft_p90_ms=plan.ttft_p90_ms,
                           itl_mean_ms=plan.itl_mean_ms, itl_p90_ms=plan.itl_p90_ms,
                           requests_per_s=plan.requests_per_s,

@@ -72,7 +72,8 @@ def make_plan(request: PlanRequest) -> PlanResult:
                              key="perf_model", fix="drop `perf_model` to use the roofline")
     calibration = None
     if request.calibrate:
-        calibration = fit_calibration(model, read_measurements(list(request.calibrate)),
+        calibration = fit_calibration(model, read_measurements(list(request.calibrate),
+                                                               request.target()),
                                       request.gpus_per_node)
         model.calibrate(calibration.prefill, calibration.decode, calibration.kv_transfer or 1.0)
     space = _space(model, request, workload)

@@ -171,9 +171,10 @@ class PlanRequest(BaseModel):
     replay: bool = Field(default=True, description="Verify the plan in Dynamo's virtual-clock "
                                                    "replay (backing off until it holds).")
     calibrate: tuple[Path, ...] = Field(
-        default=(), description="`bench` results (results.json or its folder; repeatable) to "
-                                "fit per-phase correction factors from; the plan uses them and "
-                                "writes calibration.json.")
+        default=(), description="`bench` results (results.json or its folder; repeatable), "
+                                "or the ledger (a .jsonl: its entries for this model and GPU), "
+                                "to fit per-phase correction factors from; the plan uses them "
+                                "and writes calibration.json.")
     replay_requests: int | None = Field(
         default=None, gt=0, description="Requests to replay (default: enough for a steady "
                                         "state).")
