@@ -245,12 +245,13 @@ def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
     if closed_loop:
         window, steady = _while_the_loop_is_full(done, closed_loop)
         served = closed_loop / (statistics.fmean(r["e2e_latency_ms"] for r in window) / 1000)
-        arrived, in_system = served, float(closed_loop)
+        arrived, arrivals, in_system = served, len(window), float(closed_loop)
     else:
         window, start, stop, steady = _steady_window(done)
         seconds = (stop - start) / 1000.0
         served = sum(1 for r in done if start < r["terminal_time_ms"] <= stop) / seconds
-        arrived = sum(1 for r in done if start <= r["arrival_time_ms"] <= stop) / seconds
+        arrivals = sum(1 for r in done if start <= r["arrival_time_ms"] <= stop)
+        arrived = arrivals / seconds
         in_system = arrived * statistics.fmean(r["e2e_latency_ms"] for r in window) / 1000
     ttfts = sorted(r["ttft_ms"] for r in window)
     itls = sorted(r["itl_ms"] for r in window)
@@ -263,7 +264,7 @@ def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
         itl_mean_ms=statistics.fmean(itls), itl_p90_ms=itls[int(0.9 * (len(itls) - 1))],
         served_rate=served, output_tokens_per_s=served * mean_output,
         sla_met_share=met / len(window), wall_s=wall_s,
-        window_arrivals=sum(1 for r in window), in_system=in_system)
+        window_arrivals=arrivals, in_system=in_system)
 
 
 def _steady_window(done: list[dict]) -> tuple[list[dict], float, float, bool]:
