@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..bench.metrics import BenchResult
+from ..bench.validity import point_problems
 from .outcome import LedgerError, PlanOutcome
 
 LEDGER_ENV = "DIS_SERVE_LEDGER"
@@ -78,7 +79,9 @@ def entries_for(outcome: PlanOutcome, plan_file: Path,
     """The ledger lines of one bench result of a planned graph."""
     plan, request = outcome.plan, outcome.request
     replay = next((r for r in outcome.replay if r.deployment == "plan"), None)
-    points = [p for p in result.points if p.aiperf.ttft_ms and p.aiperf.itl_ms]
+    # Only what bench itself accepts as a measurement (an invalid point is no evidence).
+    points = [p for p in result.points if p.aiperf.ttft_ms and p.aiperf.itl_ms
+              and not point_problems(result.scenario, p)]
     nearest = min(points, key=lambda p: abs(p.aiperf.request_throughput - plan.requests_per_s),
                   default=None)
     now = datetime.now(UTC).isoformat(timespec="seconds")
