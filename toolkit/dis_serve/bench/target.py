@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError, UserInputError
-from ..evidence.fingerprint import topology_digest
 from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..render.metrics_endpoints import MetricsEndpoint, graph_endpoints
@@ -43,7 +42,7 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
         url=url, model=plan.model_name, tokenizer=tokenizer, gpus=topo.total_gpus,
         gpu_type=topo.hardware.gpu.value, topology_name=topo.name,
         topology_file=str(topology_file) if topology_file else None,
-        topology_digest=topology_digest(topo),
+        topology_digest=topo.digest,
         endpoints=tuple(graph_endpoints(plan, url)))
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import os
 import re
 import subprocess
@@ -125,12 +124,6 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def topology_digest(topo: Topology) -> str:
-    """The validated topology's hash (defaults filled in): a resumed sweep reuses points only
-    for the same one, and a fingerprint pins it."""
-    return sha256_text(json.dumps(topo.model_dump(mode="json"), sort_keys=True))[:16]
-
-
 def topology_evidence(topo: Topology, file: SourceFile | None,
                       revision: str | None) -> TopologyEvidence:
     from ..render.engine_config import dump_engine_config, render_engine_configs
@@ -140,7 +133,7 @@ def topology_evidence(topo: Topology, file: SourceFile | None,
         engine_configs = {role.value: sha256_text(dump_engine_config(config))
                           for role, config in render_engine_configs(topo).items()}
     return TopologyEvidence(
-        name=topo.name, file=file, digest=topology_digest(topo), engine_configs=engine_configs,
+        name=topo.name, file=file, digest=topo.digest, engine_configs=engine_configs,
         model=ModelEvidence(id=topo.model.id, served_name=topo.model.name,
                             revision=topo.kubernetes.model_cache.revision or revision),
         settings=flatten(topo.model_dump(mode="json")))

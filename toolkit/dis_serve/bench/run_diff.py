@@ -1,6 +1,8 @@
 """Two runs compared: what differs in what produced them (configuration, versions, hardware,
-environment), from their output directories' `fingerprint.json`. Their results, where both
-are benchmark runs, are compared by bench/result_diff.py; the CLI prints both.
+environment) and, for benchmark runs, their results side by side with the change.
+
+Pure: reads two output directories' `fingerprint.json` (and `results.json` where both have
+one) and returns rows; the CLI prints them.
 """
 
 from __future__ import annotations
@@ -10,13 +12,15 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..errors import UserInputError
-from .fingerprint import (
+from ..evidence.fingerprint import (
     FINGERPRINT_FILE,
     Fingerprint,
     Scalar,
     TopologyEvidence,
     read_fingerprint,
 )
+
+RESULTS_FILE = "results.json"  # bench's report writes it (bench/report.RESULTS_JSON)
 
 
 class Category(StrEnum):
@@ -35,6 +39,21 @@ class Difference:
     key: str
     a: Scalar
     b: Scalar
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    load: str
+    metric: str
+    unit: str
+    a: float | None
+    b: float | None
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.a is None or self.b is None or self.a == 0:
+            return None
+        return 100.0 * (self.b - self.a) / self.a
 
 
 def _compare(category: Category, a: dict[str, Scalar], b: dict[str, Scalar],
@@ -101,6 +120,25 @@ def _host(fp: Fingerprint) -> dict[str, Scalar]:
     host = fp.host.model_dump(mode="json", exclude={"gpus"})
     host["gpus"] = ", ".join(f"{g.name} ({g.memory_mib} MiB)" for g in fp.host.gpus) or None
     return host
+
+
+def diff_results(a_dir: Path, b_dir: Path) -> list[ResultRow]:
+    """Every metric of every sweep point both benchmark runs share; [] unless both are one."""
+    from .metrics import METRICS
+    from .report import read_result
+
+    if not (a_dir / RESULTS_FILE).is_file() or not (b_dir / RESULTS_FILE).is_file():
+        return []
+    ra, rb = read_result(a_dir / RESULTS_FILE), read_result(b_dir / RESULTS_FILE)
+    b_points = {p.point: p for p in rb.points}
+    rows = []
+    for pa in ra.points:
+        pb = b_points.get(pa.point)
+        if pb is None:
+            continue
+        rows += [ResultRow(load=pa.point.label, metric=m.title, unit=m.unit, a=m.get(pa),
+                           b=m.get(pb)) for m in METRICS]
+    return rows
 
 
 def load_run(directory: Path) -> Fingerprint:
