@@ -15,7 +15,7 @@ import httpx
 import psutil
 import pytest
 import yaml
-from dis_serve.launch.slurm_record import read_job
+from dis_serve.launch.slurm_jobs import read_job
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
