@@ -15,10 +15,10 @@ import httpx
 import psutil
 import pytest
 import yaml
-from dis_serve.launch.slurm_jobs import read_job
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
+from dis_serve.launch.slurm_jobs import read_job
 from netns_cluster import NetnsCluster
 from relocate import relocate
 
