@@ -10,10 +10,10 @@ import pytest
 
 from conftest import REPO
 from dis_serve.bench.report import RESULTS_JSON
+from dis_serve.bench.run_diff import Category, diff_fingerprints, diff_results, load_run
 from dis_serve.bench.runner import record_fingerprint
 from dis_serve.bench.scenario import load_scenario
 from dis_serve.errors import UserInputError
-from dis_serve.evidence.diff import Category, diff_fingerprints, diff_results, load_run
 from dis_serve.evidence.fingerprint import (
     FINGERPRINT_FILE,
     REDACTED,
