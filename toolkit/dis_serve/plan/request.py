@@ -212,6 +212,12 @@ class PlanRequest(BaseModel):
             raise ValueError("`trace` sets the lengths; drop `isl`/`osl`")
         if self.trace is not None and self.arrival is Arrival.OFFLINE:
             raise ValueError("`trace` sets the arrivals by its timestamps; drop `arrival`")
+        known = self.known_model
+        if known is not None and known.checkpoint(self.dtype.value) is None:
+            # The plan ends in a topology that names the checkpoint its workers load.
+            raise ValueError(f"no {self.dtype.value} checkpoint of {known.hf_id} is published "
+                             "in the catalog; plan it with `dtype` one of "
+                             + ", ".join(known.checkpoints))
         return self
 
     @field_validator("model")
