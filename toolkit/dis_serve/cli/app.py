@@ -7,9 +7,11 @@ in a KeyboardInterrupt traceback instead of one line and exit code 130.
 
 from __future__ import annotations
 
+import os
 import sys
 
 EXIT_INTERRUPTED = 130
+PRIVATE_UMASK = 0o077
 
 
 def build_app():  # -> typer.Typer
@@ -37,6 +39,10 @@ def build_app():  # -> typer.Typer
     def _root(debug: bool = typer.Option(False, "--debug",
                                          help="Show tracebacks on errors.")) -> None:
         """`--debug` is read from argv by `main`, before any command runs."""
+        # Everything a command writes (run directories, bench and chaos output, rendered
+        # files, what AIPerf and the graph's processes write) is its user's alone: logs hold
+        # prompts, state holds pids. One umask here instead of a mode at every open.
+        os.umask(PRIVATE_UMASK)
 
     for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds):
         group.register(app)

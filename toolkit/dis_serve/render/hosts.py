@@ -24,6 +24,7 @@ from .launch_plan import ProcessKind, ProcessSpec
 from .shell_words import (
     command_words,
     pid_line,
+    private_files_lines,
     readable,
     runtime,
     runtime_names,
@@ -114,6 +115,7 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         f"# Node {shlex.quote(node.name)} at {readable(node.address)}"
         + (" (head)" if node.head else "") + f": {names}.",
         "set -euo pipefail",
+        *private_files_lines(),
         'RUN_DIR="${DIS_SERVE_RUN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"',
         'LOGS="$RUN_DIR/logs"',
         'mkdir -p "$LOGS"',

@@ -12,6 +12,7 @@ from .launch_plan import LaunchPlan, ProcessSpec
 from .shell_words import (
     command_words,
     pid_line,
+    private_files_lines,
     stop_function,
     wait_line,
     wait_ready_function,
@@ -42,6 +43,7 @@ def render_shell_script(plan: LaunchPlan) -> str:
         "instead.",
         "# Starts the graph in order, waits for each process, stops everything on exit.",
         "set -euo pipefail",
+        *private_files_lines(),
         f"RUN_DIR={shlex.quote(str(plan.run_dir))}",
         'LOGS="$RUN_DIR/logs"',
         'mkdir -p "$LOGS"',

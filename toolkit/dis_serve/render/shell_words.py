@@ -63,6 +63,12 @@ def runtime_names(values: list[str]) -> list[str]:
     return sorted({name for value in values for name in _RUNTIME.findall(value)})
 
 
+def private_files_lines() -> list[str]:
+    """Every file the script and its processes make (logs, config, the endpoint file) is
+    its user's alone: logs hold prompts."""
+    return ["umask 077"]
+
+
 def tcp_check(host: str, port: int) -> str:
     """A bash command that succeeds once host:port accepts a connection."""
     return f"(exec 3<>/dev/tcp/{word(host)}/{port}) 2>/dev/null"
