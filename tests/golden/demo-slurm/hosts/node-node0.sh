@@ -60,5 +60,5 @@ wait_ready frontend 'curl -fsS -o /dev/null http://"${HEAD_ADDRESS}":8000/health
 wait_ready prefill-0 'curl -fsS -o /dev/null http://"${HEAD_ADDRESS}":9100/health'
 wait_ready decode-0 'curl -fsS -o /dev/null http://"${HEAD_ADDRESS}":9101/health'
 
-echo 'serving demo-model at http://'"${HEAD_ADDRESS}":8000'/v1 (Ctrl-C or SIGTERM stops this node)'
+echo 'serving demo-model at http://'"${HEAD_ADDRESS}"':8000/v1 (Ctrl-C or SIGTERM stops this node)'
 wait -n

@@ -49,5 +49,5 @@ PIDS+=($!)
 
 wait_ready frontend 'curl -fsS -o /dev/null http://127.0.0.2:8000/health'
 
-echo 'serving demo-model at http://127.0.0.2:8000''/v1 (Ctrl-C or SIGTERM stops this node)'
+echo 'serving demo-model at http://127.0.0.2:8000/v1 (Ctrl-C or SIGTERM stops this node)'
 wait -n

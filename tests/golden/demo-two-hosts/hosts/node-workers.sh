@@ -48,5 +48,5 @@ PIDS+=($!)
 wait_ready prefill-0 'curl -fsS -o /dev/null http://127.0.0.3:9100/health'
 wait_ready decode-0 'curl -fsS -o /dev/null http://127.0.0.3:9101/health'
 
-echo 'node workers ready'' (Ctrl-C or SIGTERM stops this node)'
+echo 'node workers ready (Ctrl-C or SIGTERM stops this node)'
 wait -n

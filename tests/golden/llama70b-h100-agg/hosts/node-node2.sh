@@ -49,5 +49,5 @@ PIDS+=($!)
 wait_ready agg-4 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9104/health'
 wait_ready agg-5 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9105/health'
 
-echo 'node node2 ready'' (Ctrl-C or SIGTERM stops this node)'
+echo 'node node2 ready (Ctrl-C or SIGTERM stops this node)'
 wait -n

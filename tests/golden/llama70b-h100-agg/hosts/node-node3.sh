@@ -49,5 +49,5 @@ PIDS+=($!)
 wait_ready agg-6 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9106/health'
 wait_ready agg-7 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9107/health'
 
-echo 'node node3 ready'' (Ctrl-C or SIGTERM stops this node)'
+echo 'node node3 ready (Ctrl-C or SIGTERM stops this node)'
 wait -n

@@ -49,5 +49,5 @@ PIDS+=($!)
 wait_ready agg-8 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9108/health'
 wait_ready agg-9 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9109/health'
 
-echo 'node node4 ready'' (Ctrl-C or SIGTERM stops this node)'
+echo 'node node4 ready (Ctrl-C or SIGTERM stops this node)'
 wait -n

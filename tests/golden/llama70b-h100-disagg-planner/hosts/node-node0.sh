@@ -59,5 +59,5 @@ wait_ready frontend 'curl -fsS -o /dev/null http://"${HEAD_ADDRESS}":8000/health
 wait_ready prefill-0 'curl -fsS -o /dev/null http://"${HEAD_ADDRESS}":9100/health'
 wait_ready prefill-1 'curl -fsS -o /dev/null http://"${HEAD_ADDRESS}":9101/health'
 
-echo 'serving llama-3.1-70b at http://'"${HEAD_ADDRESS}":8000'/v1 (Ctrl-C or SIGTERM stops this node)'
+echo 'serving llama-3.1-70b at http://'"${HEAD_ADDRESS}"':8000/v1 (Ctrl-C or SIGTERM stops this node)'
 wait -n

@@ -49,5 +49,5 @@ PIDS+=($!)
 wait_ready decode-0 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9102/health'
 wait_ready decode-1 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9103/health'
 
-echo 'node node1 ready'' (Ctrl-C or SIGTERM stops this node)'
+echo 'node node1 ready (Ctrl-C or SIGTERM stops this node)'
 wait -n

@@ -49,5 +49,5 @@ PIDS+=($!)
 wait_ready decode-2 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9104/health'
 wait_ready decode-3 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9105/health'
 
-echo 'node node2 ready'' (Ctrl-C or SIGTERM stops this node)'
+echo 'node node2 ready (Ctrl-C or SIGTERM stops this node)'
 wait -n

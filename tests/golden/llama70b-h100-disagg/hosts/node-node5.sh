@@ -49,5 +49,5 @@ PIDS+=($!)
 wait_ready decode-8 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9110/health'
 wait_ready decode-9 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9111/health'
 
-echo 'node node5 ready'' (Ctrl-C or SIGTERM stops this node)'
+echo 'node node5 ready (Ctrl-C or SIGTERM stops this node)'
 wait -n
