@@ -165,7 +165,8 @@ def test_the_slurm_interface_reaches_its_error_message_as_text(tmp_path):
     ran = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin"})
     assert ran.returncode == 1
-    assert f"no cluster address from interface {interface} (got []); set placement.slurm.interface" in ran.stderr
+    assert (f"no cluster address from interface {interface} (got []); "
+            "set placement.slurm.interface") in ran.stderr
     assert not (tmp_path / "x").exists()
 
 
