@@ -80,7 +80,7 @@ def test_a_file_that_is_not_a_trace_is_refused_without_showing_its_lines(tmp_pat
 @pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
 def test_a_trace_that_is_not_a_regular_file_is_refused_naming_the_key(tmp_path, fifo, kind):
     path, says = _special(kind, tmp_path, fifo)
-    with pytest.raises(UserInputError, match="trace.file") as info:
+    with pytest.raises(UserInputError, match=r"trace\.file") as info:
         load_scenario(_scenario(tmp_path, path))
     assert says in str(info.value)
 
