@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from .catalog import GPUS, GpuType, ModelArchitecture, find_known_model
+from .security.settings import Security, exposure_problem
 from .sizing import GIB, MemoryFit, fit_worker_memory
 
 
@@ -1016,6 +1017,10 @@ class Topology(_Strict):
         default=None,
         description="Dynamo's SLA planner on Kubernetes (a `planner` component); off unless "
                     "set.")
+    security: Security = Field(
+        default_factory=Security,
+        description="TLS and authentication on etcd, NATS, the request plane and the "
+                    "frontend (security/settings.py).")
 
     # --- derived views -------------------------------------------------------------------
     @property
@@ -1035,6 +1040,18 @@ class Topology(_Strict):
         if self.kv_transfer.max_tokens_in_buffer is not None:
             return self.kv_transfer.max_tokens_in_buffer
         return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
+
+    @property
+    def off_loopback_because(self) -> str | None:
+        """What makes the graph listen beyond loopback, in words (None: nothing does)."""
+        if self.placement.kind.multi_node:
+            return f"placement {self.placement.kind.value}"
+        host = self.frontend.host
+        if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
+            return f"frontend.host {self.frontend.host}"
+        if self.coordination.event_plane is EventPlane.ZMQ:
+            return "coordination.event_plane zmq, which binds every interface"
+        return None
 
     @property
     def publishes_engine_metrics(self) -> bool:
@@ -1104,9 +1121,14 @@ class Topology(_Strict):
                       self._check_pools,
                       self._check_parallelism, self._check_gpu_ids, self._check_gpu_budget,
                       self._check_checkpoint, self._check_memory, self._check_ports,
-                      self._check_kv_buffer, self._check_autoscale):
+                      self._check_kv_buffer, self._check_autoscale, self._check_security):
             check()
         return self
+
+    def _check_security(self) -> None:
+        problem = exposure_problem(self.security, self.off_loopback_because)
+        if problem:
+            raise ValueError(problem)
 
     def _check_name(self) -> None:
         if not is_valid_name(self.name):
