@@ -30,6 +30,7 @@ class DoctorTarget:
     namespace: str
     etcd_url: str
     nats_url: str | None = None
+    nats_token: str | None = field(default=None, repr=False)  # our graph's, from its auth
     frontend_metrics: str | None = None
     worker_metrics: list[str] = field(default_factory=list)
     expected: Expectations | None = None
@@ -69,6 +70,7 @@ def expectations(topo: Topology) -> Expectations:
 def target_for_run(run: RunDir) -> DoctorTarget:
     """Our graph, from its run directory: URLs, metrics ports, expectations, processes."""
     from ..bench.server_metrics import FRONTEND, graph_endpoints
+    from ..launch.secrets import nats_token
 
     topo, plan = run.read_topology(), run.read_plan()
     endpoints = graph_endpoints(plan, plan.endpoint)
@@ -76,6 +78,7 @@ def target_for_run(run: RunDir) -> DoctorTarget:
     return DoctorTarget(
         namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
         nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
+        nats_token=nats_token(nats.auth) if nats.mode is not NatsMode.OFF else None,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
         worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
         expected=expectations(topo), graph=topo.name, plan=plan, status=run.read_state())
@@ -107,4 +110,5 @@ async def _read_planes(target: DoctorTarget, window_s: float) -> tuple[EtcdView,
     if target.nats_url is None:
         return await read_etcd(target.etcd_url, target.namespace), None
     return await asyncio.gather(read_etcd(target.etcd_url, target.namespace),
-                                read_nats(target.nats_url, target.namespace, window_s))
+                                read_nats(target.nats_url, target.namespace, window_s,
+                                          target.nats_token))

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 2.0
 
 
-async def connect(url: str) -> Client:
+async def connect(url: str, token: str | None = None) -> Client:
+    """A NATS connection; `token` for a server with token authentication."""
     import nats
 
     async def quiet(_exc: Exception) -> None:  # nats-py prints errors unless given a callback
@@ -27,7 +28,8 @@ async def connect(url: str) -> Client:
     # (measured); one attempt and no wait ends it with NoServersError at once.
     return await asyncio.wait_for(
         nats.connect(url, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False,
-                     max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet),
+                     max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet,
+                     token=token),
         timeout=2 * CONNECT_TIMEOUT_S)
 
 
@@ -72,9 +74,10 @@ async def _listen(nc: Client, namespace: str, window_s: float) -> tuple[Counter,
     return subjects, publishers
 
 
-async def read_nats(url: str, namespace: str, window_s: float) -> NatsView:
+async def read_nats(url: str, namespace: str, window_s: float,
+                    token: str | None = None) -> NatsView:
     try:
-        nc = await connect(url)
+        nc = await connect(url, token)
     except Exception as exc:  # nats-py raises several unrelated types for a refused connect
         return NatsView(url=url, error=f"{type(exc).__name__}: {exc}"[:200])
     try:

@@ -16,8 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic_file import write_atomic
 from ..errors import RunError
-from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
+from ..render.launch_plan import (
+    NATS_CONFIG,
+    LaunchPlan,
+    RenderContext,
+    nats_token_config,
+    render_launch_plan,
+)
 from ..startup_budget import worker_startup_budget_s
 from ..topology import Backend, Supervision, Topology
 from .control import claim
@@ -32,6 +39,7 @@ from .preflight import (
 )
 from .process import DEFAULT_GRACE_S
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
+from .secrets import secret_env
 from .status import GraphStatus
 from .supervisor import Supervisor
 
@@ -47,6 +55,8 @@ class PreparedRun:
     plan: LaunchPlan
     cleaned: list[Leftover] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Kept in memory only (launch/secrets.py): never written with the plan.
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
@@ -56,6 +66,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     model card and engine configs."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
+    secrets = secret_env(topo)  # a missing token stops us before anything is touched
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
@@ -74,9 +85,17 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     run_dir.slurm_job_file.unlink(missing_ok=True)
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
+    write_coordination_inputs(topo, run_dir)
     run_dir.write_launch_inputs(topo, plan)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
-                       warnings=exposure_warnings(topo))
+                       warnings=exposure_warnings(topo), secret_env=secrets)
+
+
+def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
+    """What the embedded NATS server reads from the run directory: its config when token
+    authentication is on (the token stays in its environment)."""
+    if topo.coordination.nats.auth is not None:
+        write_atomic(run_dir.path / NATS_CONFIG, nats_token_config(), 0o600)
 
 
 def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -> None:
@@ -176,7 +195,8 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            supervision=supervision, grace_s=grace_s, on_event=on_event)
+                            supervision=supervision, grace_s=grace_s, on_event=on_event,
+                            secret_env=prepared.secret_env)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",

@@ -84,7 +84,8 @@ class Supervisor:
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
                  supervision: Supervision | None = None, grace_s: float = DEFAULT_GRACE_S,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
-                 on_event: Callable[[str], None] | None = None) -> None:
+                 on_event: Callable[[str], None] | None = None,
+                 secret_env: dict[str, str] | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
@@ -97,7 +98,7 @@ class Supervisor:
         self.finished = threading.Event()
         self.error: str | None = None
         self._stop = threading.Event()
-        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name)),
+        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name), secret_env),
                              spec.kind.restart_policy(self.supervision))
                        for spec in plan.processes]
         self._phase = GraphPhase.STARTING

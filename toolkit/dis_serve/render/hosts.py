@@ -11,14 +11,18 @@ from __future__ import annotations
 from ..placement import node_layout
 from ..topology import NatsAuth, Topology
 from .cluster_plan import (
-    NATS_CONFIG,
-    NATS_TOKEN_ENV,
     ClusterContext,
     ClusterPlan,
     NodeProcesses,
     render_cluster_plan,
 )
-from .launch_plan import ProcessKind, ProcessSpec
+from .launch_plan import (
+    NATS_CONFIG,
+    NATS_TOKEN_ENV,
+    ProcessKind,
+    ProcessSpec,
+    nats_token_config,
+)
 from .shell_words import (
     command_words,
     comment,
@@ -73,7 +77,7 @@ def token_lines(auth: NatsAuth | None) -> list[str]:
 
 def nats_config_lines() -> list[str]:
     """The NATS server's config: the token comes from the server's environment."""
-    config = "authorization { token: $" + NATS_TOKEN_ENV + " }"
+    config = nats_token_config().rstrip("\n")
     return [f"printf '%s\\n' {word(config)} > {word(RUN_DIR + '/' + NATS_CONFIG)}"]
 
 

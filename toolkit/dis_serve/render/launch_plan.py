@@ -24,6 +24,16 @@ from ..topology import (
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 
 ENGINE_CONFIG_DIR = "engine-configs"
+# NATS token authentication: the variable Dynamo's runtime (and our nats.conf) reads the token
+# from, and the server config that takes it from the server's environment. The token itself
+# is never in a plan, a rendered file or an argv.
+NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
+NATS_CONFIG = "nats.conf"
+
+
+def nats_token_config() -> str:
+    """nats-server config: token authentication with the token from its environment."""
+    return "authorization { token: $" + NATS_TOKEN_ENV + " }\n"
 
 
 class ProbeKind(StrEnum):
@@ -187,7 +197,9 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     if topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
         processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / "etcd-data")))
     if topo.coordination.nats.mode is NatsMode.EMBEDDED:
-        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data")))
+        config = str(ctx.run_dir / NATS_CONFIG) if topo.coordination.nats.auth else None
+        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data"),
+                                   config))
     target = TargetParams.local(topo, python=ctx.python, model_path=model_path,
                                 engine_config_dir=str(ctx.run_dir / ENGINE_CONFIG_DIR))
     processes.append(frontend_spec(topo, target))
