@@ -10,16 +10,16 @@ import yaml
 
 from conftest import GRAPHS
 from dis_serve.errors import UserInputError
-from dis_serve.launch.secrets import nats_token, secret_env
+from dis_serve.launch.secrets import graph_secrets, nats_token
 from dis_serve.render.launch_plan import NATS_TOKEN_ENV, RenderContext, render_launch_plan
-from dis_serve.topology import NatsAuth, Topology
+from dis_serve.topology import NatsAuth, ProcessKind, Topology
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())
 TOKEN = "s3cret-token-for-tests"
 
 
-def _with_auth(**auth) -> Topology:
-    data = {**DEMO, "coordination": {"nats": {"auth": auth}}}
+def _with_auth(tls: str = "off", **auth) -> Topology:
+    data = {**DEMO, "coordination": {"nats": {"auth": auth}}, "security": {"tls": {"mode": tls}}}
     return Topology.model_validate(data)
 
 
@@ -31,19 +31,21 @@ def _token_file(tmp_path, mode=0o600, text=TOKEN + "\n"):
 
 
 def test_the_local_nats_server_reads_its_token_config_from_the_run_directory():
-    plan = render_launch_plan(_with_auth(token_env="DS_TOKEN"), RenderContext(run_dir="/r"))
+    plan = render_launch_plan(_with_auth(token_env="DS_TOKEN", tls="auto"),
+                              RenderContext(run_dir="/r"))
     argv = plan.process("nats").argv
     assert argv[1:3] == ["-c", "/r/nats.conf"]
 
 
-def test_without_auth_the_local_nats_server_takes_no_config():
-    plan = render_launch_plan(Topology.model_validate(DEMO), RenderContext(run_dir="/r"))
+def test_without_auth_or_tls_the_local_nats_server_takes_no_config():
+    topo = Topology.model_validate({**DEMO, "security": {"tls": {"mode": "off"}}})
+    plan = render_launch_plan(topo, RenderContext(run_dir="/r"))
     assert "-c" not in plan.process("nats").argv
 
 
 def test_the_token_is_read_from_its_file_and_goes_to_the_environment_only(tmp_path):
     topo = _with_auth(token_file=str(_token_file(tmp_path)))
-    assert secret_env(topo) == {NATS_TOKEN_ENV: TOKEN}
+    assert graph_secrets(topo, tmp_path).env_for(ProcessKind.NATS) == {NATS_TOKEN_ENV: TOKEN}
     plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path))
     assert TOKEN not in plan.model_dump_json()
 

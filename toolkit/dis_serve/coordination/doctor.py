@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..topology import NatsMode, PoolRole
+from ..security.pki_files import PkiPaths
+from ..topology import EtcdMode, NatsMode, PoolRole
 from . import findings as rules
 from .etcd_view import read_etcd
 from .findings import Expectations, Finding
@@ -31,6 +32,8 @@ class DoctorTarget:
     etcd_url: str
     nats_url: str | None = None
     nats_token: str | None = field(default=None, repr=False)  # our graph's, from its auth
+    etcd_tls: PkiPaths | None = None  # our graph's certificates, when its etcd is ours
+    nats_tls: PkiPaths | None = None
     frontend_metrics: str | None = None
     worker_metrics: list[str] = field(default_factory=list)
     expected: Expectations | None = None
@@ -71,11 +74,15 @@ def target_for_run(run: RunDir) -> DoctorTarget:
     """Our graph, from its run directory: URLs, metrics ports, expectations, processes."""
     from ..bench.server_metrics import FRONTEND, graph_endpoints
     from ..launch.secrets import nats_token
+    from ..render.tls_planes import graph_pki_paths
 
     topo, plan = run.read_topology(), run.read_plan()
     endpoints = graph_endpoints(plan, plan.endpoint)
     nats = topo.coordination.nats
+    tls = graph_pki_paths(topo.security, run.path.resolve())
     return DoctorTarget(
+        etcd_tls=tls if topo.coordination.etcd.mode is EtcdMode.EMBEDDED else None,
+        nats_tls=tls if nats.mode is NatsMode.EMBEDDED else None,
         namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
         nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
         nats_token=nats_token(nats.auth) if nats.mode is not NatsMode.OFF else None,
@@ -107,8 +114,8 @@ def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:
 
 async def _read_planes(target: DoctorTarget, window_s: float) -> tuple[EtcdView,
                                                                         NatsView | None]:
+    etcd = read_etcd(target.etcd_url, target.namespace, target.etcd_tls)
     if target.nats_url is None:
-        return await read_etcd(target.etcd_url, target.namespace), None
-    return await asyncio.gather(read_etcd(target.etcd_url, target.namespace),
-                                read_nats(target.nats_url, target.namespace, window_s,
-                                          target.nats_token))
+        return await etcd, None
+    return await asyncio.gather(etcd, read_nats(target.nats_url, target.namespace, window_s,
+                                                target.nats_token, target.nats_tls))

@@ -24,7 +24,7 @@ from ..startup_budget import worker_startup_budget_s
 from ..topology import Topology
 from .graph import PreparedRun, prepare_run
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
-from .secrets import secret_env
+from .secrets import graph_secrets
 from .status import GraphPhase, GraphStatus
 from .supervisor import Supervisor
 
@@ -99,7 +99,8 @@ def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
     """Run the prepared plan in `run_dir` until asked to stop; the process's exit status."""
     supervisor = Supervisor(run_dir.read_plan(), run_dir, ready_timeout_s=ready_timeout_s,
                             on_event=lambda msg: print(msg, flush=True),
-                            secret_env=secret_env(run_dir.read_topology()))
+                            secrets=graph_secrets(run_dir.read_topology(),
+                                                  run_dir.path.resolve()))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: supervisor.request_stop())
     thread = threading.Thread(target=supervisor.run, name="supervisor")

@@ -18,13 +18,17 @@ from pathlib import Path
 
 from ..atomic_file import write_atomic
 from ..errors import RunError
+from ..render.dynamo_argv import LOOPBACK
 from ..render.launch_plan import (
     NATS_CONFIG,
     LaunchPlan,
     RenderContext,
-    nats_token_config,
+    nats_config,
     render_launch_plan,
 )
+from ..render.tls_planes import graph_pki_paths
+from ..security.pki_files import TLS_DIR
+from ..security.settings import TlsMode
 from ..startup_budget import worker_startup_budget_s
 from ..topology import Backend, Supervision, Topology
 from .control import claim
@@ -39,7 +43,7 @@ from .preflight import (
 )
 from .process import DEFAULT_GRACE_S
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
-from .secrets import secret_env
+from .secrets import GraphSecrets, graph_secrets, nats_token
 from .status import GraphStatus
 from .supervisor import Supervisor
 
@@ -56,7 +60,7 @@ class PreparedRun:
     cleaned: list[Leftover] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # Kept in memory only (launch/secrets.py): never written with the plan.
-    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    secrets: GraphSecrets = field(default_factory=GraphSecrets, repr=False)
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
@@ -66,7 +70,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     model card and engine configs."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
-    secrets = secret_env(topo)  # a missing token stops us before anything is touched
+    nats_token(topo.coordination.nats.auth)  # a missing token stops us before anything else
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
@@ -88,14 +92,24 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     write_coordination_inputs(topo, run_dir)
     run_dir.write_launch_inputs(topo, plan)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
-                       warnings=exposure_warnings(topo), secret_env=secrets)
+                       warnings=exposure_warnings(topo),
+                       secrets=graph_secrets(topo, run_dir.path.resolve()))
 
 
 def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
-    """What the embedded NATS server reads from the run directory: its config when token
-    authentication is on (the token stays in its environment)."""
-    if topo.coordination.nats.auth is not None:
-        write_atomic(run_dir.path / NATS_CONFIG, nats_token_config(), 0o600)
+    """What the planes read from the run directory: a new CA and certificates for this run
+    (`security.tls: auto`), and the embedded NATS server's config (TLS, token: the token
+    itself stays in its environment)."""
+    path = run_dir.path.resolve()
+    if topo.security.tls.mode is TlsMode.AUTO:
+        from ..security.certs import issue_graph_pki, write_pki
+
+        write_pki(issue_graph_pki(topo.name, [LOOPBACK],
+                                  validity_days=topo.security.tls.validity_days),
+                  path / TLS_DIR)
+    config = nats_config(topo, graph_pki_paths(topo.security, path))
+    if config is not None:
+        write_atomic(path / NATS_CONFIG, config, 0o600)
 
 
 def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -> None:
@@ -196,7 +210,7 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
     ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
                             supervision=supervision, grace_s=grace_s, on_event=on_event,
-                            secret_env=prepared.secret_env)
+                            secrets=prepared.secrets)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",

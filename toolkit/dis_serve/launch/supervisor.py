@@ -43,6 +43,7 @@ from .readiness import (
     tcp_accepts,
 )
 from .rundir import RunDir
+from .secrets import GraphSecrets
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from .stopping import stop_processes
 
@@ -85,7 +86,7 @@ class Supervisor:
                  supervision: Supervision | None = None, grace_s: float = DEFAULT_GRACE_S,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
                  on_event: Callable[[str], None] | None = None,
-                 secret_env: dict[str, str] | None = None) -> None:
+                 secrets: GraphSecrets | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
@@ -98,7 +99,9 @@ class Supervisor:
         self.finished = threading.Event()
         self.error: str | None = None
         self._stop = threading.Event()
-        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name), secret_env),
+        secrets = secrets or GraphSecrets()
+        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name),
+                                          secrets.env_for(spec.kind)),
                              spec.kind.restart_policy(self.supervision))
                        for spec in plan.processes]
         self._phase = GraphPhase.STARTING

@@ -50,6 +50,12 @@ def render_shell_script(plan: LaunchPlan) -> str:
         lines.append(f"# The mocker reads a tokenizer-only model card at "
                      f"{comment(plan.model_path)}; `dis-serve up` makes it, by hand run it "
                      "once first.")
+    if any("DYN_TCP_TLS_CERT_PATH" in p.env for p in plan.processes):
+        lines.append("# Every plane is mutual TLS with the graph's certificates in "
+                     f"{comment(str(plan.run_dir))}/tls and nats.conf beside them; `dis-serve "
+                     "up` makes them. Dynamo also takes etcd's client certificate and key as "
+                     "PEM text in ETCD_AUTH_CA, ETCD_AUTH_CLIENT_CERT and ETCD_AUTH_CLIENT_KEY: "
+                     "export them (from tls/) before running this by hand.")
     if len(nodes) > 1:
         lines.append("# Several nodes: this script is the local view (everything on loopback). "
                      "Use `dis-serve render --target hosts` (one script per node) or "

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..private_path import PRIVATE_FILE, ensure_private_dir, open_private
+from .pki_files import PkiPaths, pki_paths
 
 # Every graph listens on loopback too (probes, local clients): always in the server's SANs.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -41,18 +42,6 @@ class GraphPki:
     server_key: bytes
     client_cert: bytes
     client_key: bytes
-
-
-@dataclass(frozen=True)
-class PkiPaths:
-    """Where a graph's PEM files are (what every plane's settings point at)."""
-
-    directory: Path
-    ca_cert: Path
-    server_cert: Path
-    server_key: Path
-    client_cert: Path
-    client_key: Path
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -144,20 +133,15 @@ def issue_graph_pki(graph: str, addresses: list[str], *, now: dt.datetime | None
                     client_key=_pem_key(client_key))
 
 
-def pki_paths(directory: Path) -> PkiPaths:
-    return PkiPaths(directory=directory, ca_cert=directory / "ca.pem",
-                    server_cert=directory / "server.pem", server_key=directory / "server-key.pem",
-                    client_cert=directory / "client.pem", client_key=directory / "client-key.pem")
-
-
 def write_pki(pki: GraphPki, directory: Path) -> PkiPaths:
     """Write the PEM files into `directory` (made 0700; its parent must exist), every file
     0600 and new (a file or link already there is replaced, never written through)."""
     ensure_private_dir(directory, "certificate directory")
     paths = pki_paths(directory)
-    for path, data in ((paths.ca_cert, pki.ca_cert), (paths.server_cert, pki.server_cert),
+    for name, data in ((paths.ca_cert, pki.ca_cert), (paths.server_cert, pki.server_cert),
                        (paths.server_key, pki.server_key), (paths.client_cert, pki.client_cert),
                        (paths.client_key, pki.client_key)):
+        path = Path(name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
         with os.fdopen(fd, "wb") as file:
