@@ -17,9 +17,10 @@ import httpx
 import psutil
 import pytest
 
-from dis_serve.coordination.doctor import run_doctor, target_for_run
+from dis_serve.coordination.doctor import run_doctor
 from dis_serve.coordination.nats_view import connect
 from dis_serve.launch.graph import start_graph
+from dis_serve.launch.run_lookup import doctor_target
 from dis_serve.launch.rundir import RunDir
 from dis_serve.security.pki_files import TLS_DIR, PkiPaths, pki_paths
 from dis_serve.topology import Topology
@@ -92,7 +93,7 @@ def test_local_nats_refuses_a_client_without_the_token_and_the_token_is_nowhere_
             assert token.encode() not in cmdline, proc.cmdline()
 
         run = RunDir.for_graph(topo.name, root)
-        report = run_doctor(target_for_run(run), window_s=0.5)
+        report = run_doctor(doctor_target(run), window_s=0.5)
         assert report.nats is not None and report.nats.error is None, report.nats
 
         for file in (p for p in graph.run_dir.rglob("*") if p.is_file()):
@@ -176,7 +177,7 @@ def test_a_default_local_graph_serves_over_mutual_tls_and_refuses_clients_withou
         assert asyncio.run(_nats_over(url, _no_verify())) is False
 
         # doctor reads both planes over TLS with the graph's certificates.
-        report = run_doctor(target_for_run(RunDir.for_graph(topo.name, root)), window_s=0.5)
+        report = run_doctor(doctor_target(RunDir.for_graph(topo.name, root)), window_s=0.5)
         assert report.etcd.error is None and report.nats.error is None, (report.etcd.error,
                                                                          report.nats.error)
         addresses = {r.address for r in report.etcd.registrations if r.address}

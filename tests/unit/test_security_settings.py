@@ -8,8 +8,8 @@ import yaml
 
 from conftest import GRAPHS, assert_one_line_error, topology_variant
 from dis_serve.launch.preflight import exposure_warnings
-from dis_serve.security.settings import TlsMode
 from dis_serve.topology import Topology
+from dis_serve.topology.security import TlsMode
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())
 TWO_HOSTS = yaml.safe_load((GRAPHS / "demo-two-hosts.yaml").read_text())

@@ -19,7 +19,6 @@ from .cluster_plan import (
 from .launch_plan import (
     NATS_CONFIG,
     NATS_TOKEN_ENV,
-    ProcessKind,
     ProcessSpec,
     nats_token_config,
 )
@@ -92,7 +91,7 @@ def _process_lines(processes: list[ProcessSpec]) -> list[str]:
     """etcd and NATS one after the other (Dynamo needs them up); then the frontend and the
     workers together, which find each other through etcd whenever they come up."""
     lines: list[str] = []
-    infra = [p for p in processes if p.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+    infra = [p for p in processes if p.kind.is_coordination]
     dynamo = [p for p in processes if p not in infra]
     for spec in infra:
         lines += [*_start_lines(spec), wait_line(spec)]
@@ -106,8 +105,7 @@ def _process_lines(processes: list[ProcessSpec]) -> list[str]:
 def _head_waits(plan: ClusterPlan) -> list[str]:
     """On the other nodes: wait until etcd and NATS on the head answer."""
     return ["", "# etcd and NATS run on the head node: start its script first"] + [
-        wait_line(spec) for spec in plan.head.processes
-        if spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+        wait_line(spec) for spec in plan.head.processes if spec.kind.is_coordination]
 
 
 def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -> str:

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..placement import WorkerSlot, worker_slots
 from ..security.pki_files import PkiPaths
 from ..topology import (
-    Backend,
     EtcdMode,
     NatsMode,
     PoolRole,
@@ -23,9 +22,9 @@ from ..topology import (
     Topology,
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
+from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
 from .tls_planes import etcd_tls_args, graph_pki_paths, nats_tls_block
 
-ENGINE_CONFIG_DIR = "engine-configs"
 # NATS token authentication: the variable Dynamo's runtime (and our nats.conf) reads the token
 # from, and the server config that takes it from the server's environment. The token itself
 # is never in a plan, a rendered file or an argv.
@@ -164,6 +163,8 @@ def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
 
 
 def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
+    # /health is what the rendered scripts wait on (wait_ready ... curl); the launcher asks
+    # more of the frontend, that /v1/models lists the model (launch/readiness.py).
     probe_host = client_host(target.http_host, target.advertise_host)
     return ProcessSpec(
         name="frontend", kind=ProcessKind.FRONTEND,
@@ -173,10 +174,6 @@ def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
         readiness=Readiness(kind=ProbeKind.HTTP,
                             url=f"http://{probe_host}:{target.http_port}/health"),
     )
-
-
-def engine_config_path(run_dir: Path, role: PoolRole) -> Path:
-    return run_dir / ENGINE_CONFIG_DIR / f"{role.value}.yaml"
 
 
 def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
@@ -208,7 +205,7 @@ def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
 
 def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     model_path = ctx.model_path or topo.model.id
-    needs_card = topo.backend is Backend.MOCKER and ctx.model_path is None
+    needs_card = topo.backend.needs_model_card and ctx.model_path is None
     if needs_card:
         model_path = str(ctx.run_dir / "model-card")
     processes: list[ProcessSpec] = []

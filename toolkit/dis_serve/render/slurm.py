@@ -10,7 +10,7 @@ Pure: text out.
 
 from __future__ import annotations
 
-from ..topology import ProcessKind, SlurmPlacement, Topology
+from ..topology import SlurmPlacement, Topology
 from .cluster_plan import ClusterContext, ClusterPlan, render_cluster_plan
 from .hosts import nats_config_lines, token_lines
 from .launch_plan import ProcessSpec
@@ -131,7 +131,7 @@ def _resolve_lines(topo: Topology) -> list[str]:
 
 def _step_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
     processes = [p for node in plan.nodes for p in node.processes]
-    infra = [p for p in processes if p.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+    infra = [p for p in processes if p.kind.is_coordination]
     dynamo = [p for p in processes if p not in infra]
     lines: list[str] = []
     for spec in infra:

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from ..security.pki_files import TLS_DIR, PkiPaths, pki_paths
-from ..security.settings import Security, TlsMode
+from ..topology.security import Security, TlsMode
 
 
 def graph_pki_paths(security: Security, run_dir: Path | str) -> PkiPaths | None:

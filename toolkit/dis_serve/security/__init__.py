@@ -1,2 +1,2 @@
-"""Who may talk to a graph: the topology's `security` section (settings.py) and the per-graph
-certificate authority of `tls: auto` (certs.py)."""
+"""The per-graph certificate authority of `security.tls: auto` (certs.py) and where its files
+are (pki_files.py); the schema of the `security` section is topology/security.py."""

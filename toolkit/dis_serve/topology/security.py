@@ -3,14 +3,16 @@ when asked), and the explicit words a graph needs to listen off loopback without
 
 Pure schema: no files are read here (a `files` PEM's existence is a preflight matter).
 The topology's cross-field rule (off loopback needs TLS unless `insecure_network`) is
-`exposure_problem`, which the Topology validator calls with what it knows.
+`exposure_problem`, which rules.check_security calls with what the topology knows.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from .base import Strict
 
 
 class TlsMode(StrEnum):
@@ -25,8 +27,8 @@ class TlsMode(StrEnum):
         return self is not TlsMode.OFF
 
 
-class Tls(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+class Tls(Strict):
+    """Where the graph's certificates come from, and whether the frontend speaks HTTPS."""
 
     mode: TlsMode = Field(
         default=TlsMode.AUTO,
@@ -68,10 +70,8 @@ class Tls(BaseModel):
         return self
 
 
-class Security(BaseModel):
+class Security(Strict):
     """Who may talk to the graph's planes."""
-
-    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     tls: Tls = Field(default_factory=Tls, description="TLS and client certificates.")
     insecure_network: bool = Field(
