@@ -46,6 +46,8 @@ def start_detached(topo: Topology, *, run_root: Path | None = None,
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
+        if prepared.lock is not None:
+            prepared.lock.record_holder()  # `down` now signals the supervisor
         _daemon_main(run_dir, ready_timeout_s)  # never returns
     try:
         return _wait_ready(run_dir, pid, ready_timeout_s + STOP_MARGIN_S), prepared
@@ -53,6 +55,9 @@ def start_detached(topo: Topology, *, run_root: Path | None = None,
         os.kill(pid, signal.SIGTERM)
         os.waitpid(pid, 0)
         raise
+    finally:
+        if prepared.lock is not None:
+            prepared.lock.forget()  # the supervisor holds it on
 
 
 def _wait_ready(run_dir: RunDir, pid: int, timeout_s: float) -> GraphStatus:
@@ -65,6 +70,10 @@ def _wait_ready(run_dir: RunDir, pid: int, timeout_s: float) -> GraphStatus:
             if status.phase is GraphPhase.FAILED:
                 os.waitpid(pid, 0)
                 raise RunError(status.error or "the graph failed")
+            if status.phase is GraphPhase.STOPPED:
+                os.waitpid(pid, 0)
+                raise RunError(f"{status.name} was stopped (`dis-serve down`, or a signal to "
+                               f"its supervisor) before it was ready; nothing of it runs")
         done, code = os.waitpid(pid, os.WNOHANG)
         if done:
             tail = "\n".join("  " + line for line in run_dir.tail("supervisor"))

@@ -24,6 +24,7 @@ from ..topology import Topology
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
+from .port_claims import claim_ports
 from .preflight import (
     check_backend,
     check_placement,
@@ -31,6 +32,7 @@ from .preflight import (
     exposure_warnings,
     find_binaries,
 )
+from .run_lock import RunLock
 from .run_lookup import claim
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphStatus
@@ -48,21 +50,35 @@ class PreparedRun:
     plan: LaunchPlan
     cleaned: list[Leftover] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Held until everything this run started has stopped (run_lock.py).
+    lock: RunLock | None = None
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
                 keep_runs: int = DEFAULT_KEEP_RUNS) -> PreparedRun:
-    """Everything before the first process starts: claim the run directory (stopping what a
-    dead supervisor left), preflight, render, keep the last `keep_runs` runs' logs, write the
-    model card and engine configs."""
+    """Everything before the first process starts: lock the graph's name, claim the run
+    directory (stopping what a dead supervisor left) and the ports, preflight, render, keep
+    the last `keep_runs` runs' logs, write the model card and engine configs. The caller
+    owns the returned lock (released here if anything fails)."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
+    lock = RunLock.acquire(run_dir)
+    try:
+        return _prepare_locked(topo, run_dir, lock, keep_runs)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
+                    keep_runs: int) -> PreparedRun:
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
     plan = render_launch_plan(topo, RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
         nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+    claim_ports(plan, lock)
     check_ports(plan, topo)
     if topo.coordination.uses_external_planes:
         from ..coordination.shared_planes import check_shared
@@ -77,7 +93,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
                         else None)
     run_dir.write_launch_inputs(topo, plan)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
-                       warnings=exposure_warnings(topo))
+                       warnings=exposure_warnings(topo), lock=lock)
 
 
 def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -> None:
@@ -157,6 +173,8 @@ class RunningGraph:
         self.supervisor.request_stop()
         self.supervisor.finished.wait()
         self._thread.join()
+        if self.prepared.lock is not None:
+            self.prepared.lock.release()
         atexit.unregister(self.stop)
 
     def __enter__(self) -> RunningGraph:
@@ -172,8 +190,8 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
                  keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
     readiness budget defaults to the workers' startup budget for the backend and model."""
-    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
+    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
                             on_event=on_event)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`

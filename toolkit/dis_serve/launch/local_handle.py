@@ -22,6 +22,7 @@ from .observed import (
 )
 from .orphans import Leftover, kill_leftovers
 from .process import same_process
+from .run_lock import lock_holder
 from .run_lookup import supervisor_alive
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState
@@ -222,16 +223,26 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
     """Ask the graph's supervisor to stop it (SIGTERM) and wait; clean up whatever remains
     (everything, when the supervisor is gone)."""
     status = run.read_state()
-    if status is None:
+    # Whoever holds the graph's lock owns it, also while it starts and has no state yet.
+    holder = lock_holder(run)
+    if status is None and holder is None:
         return StopResult(name=run.name, had_supervisor=False)
     waited = None
-    alive = supervisor_alive(status)
+    alive = holder is not None or (status is not None and supervisor_alive(status))
     if alive:
         start = time.monotonic()
-        # Not its group: a supervisor in the foreground shares the shell's. If it must be
-        # killed, its children die with it (PR_SET_PDEATHSIG); the sweep below gets the rest.
-        stop_processes([status.supervisor_pid], timeout_s, groups=False)
+        owner = holder if holder is not None and holder > 0 else \
+            status.supervisor_pid if status is not None else None
+        if owner is not None:
+            # Not its group: a supervisor in the foreground shares the shell's. If it must
+            # be killed, its children die with it (PR_SET_PDEATHSIG); the sweep below gets
+            # the rest.
+            stop_processes([owner], timeout_s, groups=False)
+        _wait_unlocked(run, timeout_s)
         waited = time.monotonic() - start
+        status = run.read_state() or status  # it may have been written meanwhile
+    if status is None:
+        return StopResult(name=run.name, had_supervisor=True, supervisor_exit_s=waited)
     found = kill_leftovers(status)
     stale = not alive and not status.phase.finished
     if stale:
@@ -242,6 +253,14 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
     return StopResult(name=status.name, had_supervisor=alive, stale=stale,
                       supervisor_exit_s=waited, leftovers=found, shared_keys_deleted=keys,
                       shared_streams_deleted=streams)
+
+
+def _wait_unlocked(run: RunDir, timeout_s: float) -> None:
+    """Until the lock is free: the owner stopped and, for a detached `up` interrupted
+    before it forked, the process it handed the lock to as well."""
+    deadline = time.monotonic() + timeout_s
+    while lock_holder(run) is not None and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 def _clean_shared_planes(run: RunDir) -> tuple[int, list[str]]:
