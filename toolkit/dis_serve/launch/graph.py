@@ -27,6 +27,7 @@ from .orphans import Leftover
 from .port_claims import claim_ports
 from .preflight import (
     check_backend,
+    check_memory,
     check_placement,
     check_ports,
     exposure_warnings,
@@ -78,6 +79,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     plan = render_launch_plan(topo, RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
         nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+    check_memory(plan, topo)
     claim_ports(plan, lock)
     check_ports(plan, topo)
     if topo.coordination.uses_external_planes:
