@@ -12,7 +12,7 @@ from dis_serve.ansi import strip_ansi
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import PreflightError
 from dis_serve.launch.preflight import (
-    MOCKER_WORKER_RSS_MIB,
+    MOCKER_WORKER_USS_MIB,
     check_memory,
     check_ports,
     exposure_warnings,
@@ -198,7 +198,7 @@ def test_a_graph_that_does_not_fit_in_memory_is_refused_with_the_numbers():
         check_memory(plan, topo, available_bytes=16 * 1024**3)
     message = str(refused.value)
     assert message.startswith(f"demo: 4100 processes (4097 mocker workers at about "
-                              f"{MOCKER_WORKER_RSS_MIB} MiB each) need about ")
+                              f"{MOCKER_WORKER_USS_MIB} MiB each) need about ")
     assert "but this machine has 16.0 GiB available" in message
     assert "pools.<role>.workers" in message and "\n" not in message
 

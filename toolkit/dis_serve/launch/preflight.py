@@ -111,34 +111,36 @@ def visible_gpus() -> int:
     return len([line for line in out.splitlines() if line.strip()])
 
 
-# Resident memory per process on this machine's kind of host, MiB. Measured with
-# `psutil.Process(pid).memory_info().rss` (each leader plus its children) on the running
-# demo graph (graphs/demo.yaml, Dynamo 1.6.1, Python 3.11), idle after 20 chat requests;
-# the launch plan's own process count multiplies them. TensorRT-LLM workers are left out:
-# their host memory depends on the model and is dwarfed by what check_backend checks.
-MEASURED_RSS_MIB = {ProcessKind.ETCD: 30, ProcessKind.NATS: 15, ProcessKind.FRONTEND: 160}
-MOCKER_WORKER_RSS_MIB = 115
+# Memory per process, MiB, measured with psutil on the running demo graph
+# (graphs/demo.yaml, Dynamo 1.6.1, Python 3.11), idle after 20 chat requests: what each
+# process adds is its unique memory (USS: etcd 30, NATS 17, frontend 83, a mocker worker 30
+# of its 112 resident); the rest of a Python process's resident memory is libraries every
+# one of them maps from the same files, counted once. TensorRT-LLM workers are left out:
+# their host memory depends on the model and engine, and check_backend checks the GPUs.
+MEASURED_USS_MIB = {ProcessKind.ETCD: 30, ProcessKind.NATS: 17, ProcessKind.FRONTEND: 83}
+MOCKER_WORKER_USS_MIB = 30
+SHARED_LIBRARIES_MIB = 80
 
 
-def process_rss_mib(spec: ProcessSpec, topo: Topology) -> int | None:
-    """What one process of the plan holds in memory (None: not known for its backend)."""
+def process_memory_mib(spec: ProcessSpec, topo: Topology) -> int | None:
+    """What one process of the plan adds to the machine's memory (None: not known)."""
     if spec.kind is ProcessKind.WORKER:
-        return MOCKER_WORKER_RSS_MIB if topo.backend.needs_model_card else None
-    return MEASURED_RSS_MIB[spec.kind]
+        return MOCKER_WORKER_USS_MIB if topo.backend.needs_model_card else None
+    return MEASURED_USS_MIB[spec.kind]
 
 
 def check_memory(plan: LaunchPlan, topo: Topology, available_bytes: int | None = None) -> None:
     """Refuse a graph whose processes would not fit in the memory available now (a pool of
     4,096 mocker workers would otherwise start 4,100 processes and take the machine)."""
-    figures = [process_rss_mib(spec, topo) for spec in plan.processes]
-    needed_mib = sum(f for f in figures if f is not None)
+    figures = [process_memory_mib(spec, topo) for spec in plan.processes]
+    needed_mib = sum(f for f in figures if f is not None) + SHARED_LIBRARIES_MIB
     available = psutil.virtual_memory().available if available_bytes is None \
         else available_bytes
     available_mib = available // (1024 * 1024)
     if needed_mib <= available_mib:
         return
     workers = len(plan.workers)
-    per_worker = process_rss_mib(plan.workers[0], topo) if workers else None
+    per_worker = process_memory_mib(plan.workers[0], topo) if workers else None
     raise PreflightError(
         f"{topo.name}: {len(plan.processes)} processes ({workers} {topo.backend.value} "
         f"workers at about {per_worker} MiB each) need about {needed_mib / 1024:.1f} GiB, "
