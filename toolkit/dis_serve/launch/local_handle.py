@@ -231,13 +231,15 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
     alive = holder is not None or (status is not None and supervisor_alive(status))
     if alive:
         start = time.monotonic()
-        owner = holder if holder is not None and holder > 0 else \
-            status.supervisor_pid if status is not None else None
-        if owner is not None:
-            # Not its group: a supervisor in the foreground shares the shell's. If it must
-            # be killed, its children die with it (PR_SET_PDEATHSIG); the sweep below gets
-            # the rest.
-            stop_processes([owner], timeout_s, groups=False)
+        # The lock's holder (an `up` still preparing, a foreground `up`, a detached graph's
+        # keeper) and the supervisor (the keeper's child): each stops what it owns on
+        # SIGTERM. Not their groups: a supervisor in the foreground shares the shell's. If
+        # one must be killed, its children die with it (PR_SET_PDEATHSIG); the sweep below
+        # gets the rest.
+        owners = {pid for pid in (holder, status.supervisor_pid if status is not None
+                                  and supervisor_alive(status) else None)
+                  if pid is not None and pid > 0}
+        stop_processes(sorted(owners), timeout_s, groups=False)
         _wait_unlocked(run, timeout_s)
         waited = time.monotonic() - start
         status = run.read_state() or status  # it may have been written meanwhile
