@@ -24,6 +24,7 @@ def build_app():  # -> typer.Typer
         chaos_cmds,
         doctor_cmds,
         launch_cmds,
+        observe_cmds,
         plan_cmds,
         topology_cmds,
     )
@@ -31,7 +32,7 @@ def build_app():  # -> typer.Typer
     app = typer.Typer(
         name="dis-serve",
         help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, doctor, bench, "
-             "chaos, plan.",
+             "chaos, plan, diff, top.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
@@ -42,7 +43,8 @@ def build_app():  # -> typer.Typer
                                          help="Show tracebacks on errors.")) -> None:
         """`--debug` is read from argv by `main`, before any command runs."""
 
-    for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds):
+    for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds,
+                  observe_cmds):
         group.register(app)
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:
