@@ -274,3 +274,30 @@ def test_etcd_restarted_without_its_data_gets_the_workers_registered_again(tmp_p
             print(f"\netcd data deleted, etcd killed: ready again after {back - hit:.1f} s, "
                   f"{load.failed_between(hit, back)} of "
                   f"{sum(1 for at, _ in load.outcomes if hit <= at <= back)} requests failed")
+
+
+@pytest.mark.parametrize("prefill_workers", [1, 2])
+def test_a_killed_prefill_worker_heals_and_its_unmigrated_requests_are_counted(
+        tmp_path, capsys, prefill_workers):
+    """Dynamo 1.6.1 migrates a request whose decode worker dies, not one whose prefill
+    worker dies (docs/chaos.md, "Why a prefill kill fails requests"): those fail, and the
+    graph must be back, failing none, within 10 s."""
+    topo = _topology("it-prefill-kill", 18920)
+    topo = topo.model_copy(update={"pools": topo.pools.model_copy(update={
+        "prefill": topo.pools.prefill.model_copy(update={"workers": prefill_workers})})})
+    with start_graph(topo, run_root=tmp_path) as graph, _Load(graph) as load:
+        time.sleep(2.0)
+        victim = graph.status().process("prefill-0")
+        hit = time.monotonic()
+        os.killpg(victim.pid, signal.SIGKILL)
+        assert wait_until(lambda: (s := graph.status()).phase is GraphPhase.READY
+                          and s.process("prefill-0").restarts == 1, timeout=10)
+        back = time.monotonic()
+        after = len(load.outcomes)
+        time.sleep(2.0)
+        assert all(ok for _, ok in load.outcomes[after:])
+        during = [ok for at, ok in load.outcomes if hit <= at <= back]
+        with capsys.disabled():
+            print(f"\nprefill-0 SIGKILL ({prefill_workers} prefill workers): ready again "
+                  f"after {back - hit:.1f} s, "
+                  f"{during.count(False)} of {len(during)} requests failed meanwhile")
