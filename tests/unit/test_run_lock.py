@@ -113,3 +113,17 @@ def test_a_graph_may_claim_its_own_ports_again(tmp_path):
         claim_ports(_plan("aa"), lock)
     finally:
         lock.release()
+
+
+def test_status_of_a_graph_still_preparing_says_it_is_starting(tmp_path):
+    from dis_serve.launch.local_handle import LocalHandle
+    from dis_serve.launch.status import GraphPhase
+
+    run = RunDir.for_graph("gr", tmp_path)
+    held = RunLock.acquire(run)
+    try:
+        observed = LocalHandle(run).status()
+        assert observed.phase is GraphPhase.STARTING and observed.verdict.exit_code == 0
+        assert observed.supervisor == f"up pid {os.getpid()}, preparing"
+    finally:
+        held.release()

@@ -124,6 +124,12 @@ class LocalHandle:
                            alive=not self._graph.supervisor.finished.is_set())
         state = self._run.read_state()
         if state is None:
+            holder = lock_holder(self._run)
+            if holder is not None:  # preparing: nothing started, nothing recorded yet
+                return ObservedGraph(
+                    name=self.name, placement=PlacementKind.LOCAL, phase=GraphPhase.STARTING,
+                    run_dir=str(self._run.path), model_name="", processes=[],
+                    supervisor=f"up pid {holder}, preparing", supervisor_alive=True)
             raise UserInputError(f"graph {self.name!r} has no recorded state in "
                                  f"{self._run.path}", fix="start it with `dis-serve up`")
         return observe(state, alive=supervisor_alive(state), check_pids=True)
