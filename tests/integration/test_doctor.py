@@ -21,6 +21,7 @@ from dis_serve.coordination.etcd_view import client as etcd_client
 from dis_serve.coordination.etcd_view import namespace_keys
 from dis_serve.coordination.nats_view import connect
 from dis_serve.launch.graph import start_graph
+from dis_serve.launch.run_lock import lock_holder
 from dis_serve.launch.rundir import RunDir
 from dis_serve.topology import ProcessKind, Topology
 from relocate import relocated_demo
@@ -191,9 +192,11 @@ def test_a_crashed_graph_on_shared_etcd_and_nats_is_cleaned_and_nothing_else(tmp
         asyncio.run(_add_stream(nats, "DOC_A", ns_a))
         asyncio.run(_add_stream(nats, "DOC_B", ns_b))
         keys_a = asyncio.run(_keys(etcd, ns_a))
-        # A crash: the supervisor is killed, its children die with it and revoke no lease.
-        state = RunDir.for_graph("it-doc-shared-b", home).read_state()
-        os.kill(state.supervisor_pid, signal.SIGKILL)
+        # A crash: the supervisor and its keeper (which would start another) are killed,
+        # its children die with it and revoke no lease.
+        run_b = RunDir.for_graph("it-doc-shared-b", home)
+        state = run_b.read_state()
+        os.killpg(lock_holder(run_b), signal.SIGKILL)  # the keeper's group holds both
         assert wait_until(lambda: not any(
             psutil.pid_exists(p.pid) and psutil.Process(p.pid).status() != "zombie"
             for p in state.processes if p.pid))

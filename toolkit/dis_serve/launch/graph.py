@@ -35,13 +35,16 @@ from ..topology.security import TlsMode
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
+from .port_claims import claim_ports
 from .preflight import (
     check_backend,
+    check_memory,
     check_placement,
     check_ports,
     exposure_warnings,
     find_binaries,
 )
+from .run_lock import RunLock
 from .run_lookup import claim
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .secrets import GraphSecrets, graph_secrets, nats_token
@@ -62,22 +65,37 @@ class PreparedRun:
     warnings: list[str] = field(default_factory=list)
     # Kept in memory only (launch/secrets.py): never written with the plan.
     secrets: GraphSecrets = field(default_factory=GraphSecrets, repr=False)
+    # Held until everything this run started has stopped (run_lock.py).
+    lock: RunLock | None = None
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
                 keep_runs: int = DEFAULT_KEEP_RUNS) -> PreparedRun:
-    """Everything before the first process starts: claim the run directory (stopping what a
-    dead supervisor left), preflight, render, keep the last `keep_runs` runs' logs, write the
-    model card and engine configs."""
+    """Everything before the first process starts: lock the graph's name, claim the run
+    directory (stopping what a dead supervisor left) and the ports, preflight, render, keep
+    the last `keep_runs` runs' logs, write the model card and engine configs. The caller
+    owns the returned lock (released here if anything fails)."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
     nats_token(topo.coordination.nats.auth)  # a missing token stops us before anything else
+    lock = RunLock.acquire(run_dir)
+    try:
+        return _prepare_locked(topo, run_dir, lock, keep_runs)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
+                    keep_runs: int) -> PreparedRun:
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
     plan = render_launch_plan(topo, RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
         nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+    check_memory(plan, topo)
+    claim_ports(plan, lock)
     check_ports(plan, topo)
     if topo.coordination.uses_external_planes:
         from ..coordination.shared_planes import check_shared
@@ -94,7 +112,8 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     run_dir.write_launch_inputs(topo, plan)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
                        warnings=exposure_warnings(topo),
-                       secrets=graph_secrets(topo, run_dir.path.resolve()))
+                       secrets=graph_secrets(topo, run_dir.path.resolve()),
+                       lock=lock)
 
 
 def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
@@ -190,6 +209,8 @@ class RunningGraph:
         self.supervisor.request_stop()
         self.supervisor.finished.wait()
         self._thread.join()
+        if self.prepared.lock is not None:
+            self.prepared.lock.release()
         atexit.unregister(self.stop)
 
     def __enter__(self) -> RunningGraph:
@@ -205,8 +226,8 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
                  keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
     readiness budget defaults to the workers' startup budget for the backend and model."""
-    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
+    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
                             on_event=on_event,
                             secrets=prepared.secrets)

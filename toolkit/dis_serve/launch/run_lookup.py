@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..errors import PreflightError, UserInputError
 from .orphans import Leftover, kill_leftovers, leftovers
 from .process import same_process
+from .run_lock import lock_holder
 from .rundir import RunDir, default_root, list_runs
 from .slurm_jobs import job_state, read_job
 from .status import GraphStatus
@@ -30,6 +31,8 @@ def is_active(run: RunDir) -> bool:
             return job_state(job.job_id).active
         except PreflightError:  # no squeue here: nothing can tell
             return False
+    if lock_holder(run) is not None:
+        return True  # starting (no state written yet) or running
     status = run.read_state()
     if status is None:
         return False
@@ -46,7 +49,7 @@ def find_run(name: str | None, root: Path | None = None, *, active_only: bool = 
     where = root or default_root()
     if name is not None:
         run = RunDir.for_graph(name, root)
-        if not run.exists():
+        if not run.exists() and lock_holder(run) is None:
             known = ", ".join(r.name for r in list_runs(root)) or "none"
             raise UserInputError(f"no graph named {name!r} under {where} (graphs: {known})",
                                  fix="pass one of those names, or run from the directory "
