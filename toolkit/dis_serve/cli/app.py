@@ -16,6 +16,7 @@ def build_app():  # -> typer.Typer
     import typer
 
     from . import (
+        agent_cmds,
         bench_cmds,
         chaos_cmds,
         doctor_cmds,
@@ -38,7 +39,8 @@ def build_app():  # -> typer.Typer
                                          help="Show tracebacks on errors.")) -> None:
         """`--debug` is read from argv by `main`, before any command runs."""
 
-    for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds):
+    for group in (topology_cmds, launch_cmds, agent_cmds, doctor_cmds, bench_cmds, chaos_cmds,
+                  plan_cmds):
         group.register(app)
     return app
 

@@ -38,6 +38,7 @@ from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .readiness import (
     RouterView,
     http_client,
+    listen_host,
     probe_process,
     router_view,
     tcp_accepts,
@@ -150,7 +151,8 @@ class Supervisor:
         while not self._stop.is_set():
             self._check_exits()
             self._restart_due()
-            if all(tcp_accepts(port) for s in infra for port in s.spec.ports.values()):
+            if all(tcp_accepts(port, listen_host(s.spec)) for s in infra
+                   for port in s.spec.ports.values()):
                 break
             self._wait_or_timeout(deadline)
         for slot in dynamo:

@@ -28,6 +28,8 @@ from .launch_plan import frontend_spec as _frontend_spec
 # The environment variable Dynamo's runtime reads the NATS token from.
 NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
 NATS_CONFIG = "nats.conf"
+# The plan as JSON in the run directory, where each node's agent reads its share.
+CLUSTER_PLAN_FILE = "cluster-plan.json"
 
 
 class ClusterContext(BaseModel):
