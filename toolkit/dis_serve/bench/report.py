@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .metrics import METRICS, METRICS_BY_KEY, BenchResult, PointResult
-from .plan_check import plan_markdown
 from .plots import LATENCY_FILE, PARETO_FILE
 from .server_metrics import FrontendLoad, Gauge, PoolLoad
+from .validity import invalid_points, point_problems
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
@@ -39,7 +39,7 @@ def write_report(result: BenchResult, out_dir: Path) -> ReportFiles:
     pareto = write_pareto(result, out_dir)
     latency = write_latency(result, out_dir)
     md_path = out_dir / REPORT_MD
-    md_path.write_text(report_markdown(result) + plan_markdown(result), encoding="utf-8")
+    md_path.write_text(report_markdown(result), encoding="utf-8")
     return ReportFiles(json=json_path, csv=csv_path, markdown=md_path, pareto_png=pareto,
                        latency_png=latency)
 
@@ -70,7 +70,7 @@ def _pool_values(point: PointResult) -> dict[str, float | None]:
 def results_csv(result: BenchResult) -> str:
     pool_cols = _pool_columns(result)
     header = ["load_kind", "load", *(m.key for m in METRICS), "completed_requests",
-              "good_requests", "duration_s", "aiperf_wall_s", "gpus", *pool_cols]
+              "good_requests", "duration_s", "aiperf_wall_s", "gpus", "valid", *pool_cols]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
@@ -80,6 +80,7 @@ def results_csv(result: BenchResult) -> str:
                          *(_csv(m.get(p)) for m in METRICS),
                          p.aiperf.completed_requests, _csv(p.aiperf.good_requests),
                          _csv(p.aiperf.duration_s), _csv(p.aiperf_wall_s), p.gpus,
+                         "no" if point_problems(result.scenario, p) else "yes",
                          *(_csv(pools.get(c)) for c in pool_cols)])
     return buf.getvalue()
 
@@ -159,11 +160,12 @@ def report_markdown(result: BenchResult) -> str:
     ]
     if s.description:
         lines += ["", s.description.strip()]
+    lines += _validity_section(result)
     lines += ["", "## Throughput and goodput", ""]
     lines += markdown_table(
         [load.capitalize(), "Req/s", "Output tok/s", "Tok/s/GPU", "Tok/s/user",
          "Goodput req/s", "Good %", "Errors"],
-        ([p.point.display_value, _fmt(p.aiperf.request_throughput, 2),
+        ([_load_cell(result, p), _fmt(p.aiperf.request_throughput, 2),
           _fmt(p.aiperf.output_token_throughput), _fmt(p.tokens_per_s_per_gpu),
           _fmt(p.tokens_per_s_per_user), _fmt(p.aiperf.goodput, 2),
           _fmt(_good_pct(p)),
@@ -179,6 +181,25 @@ def report_markdown(result: BenchResult) -> str:
               f"![Pareto: tokens/s/GPU against tokens/s/user]({PARETO_FILE})", "",
               f"![Latency against load]({LATENCY_FILE})", ""]
     return "\n".join(lines)
+
+
+def _load_cell(result: BenchResult, point: PointResult) -> str:
+    invalid = point_problems(result.scenario, point)
+    return point.point.display_value + (" **(invalid)**" if invalid else "")
+
+
+def _validity_section(result: BenchResult) -> list[str]:
+    bad = invalid_points(result)
+    if not bad:
+        return ["", f"All {len(result.points)} points are valid (output generated, errors "
+                    f"within {result.scenario.max_error_pct:g}%"
+                + (f", every output {result.scenario.fixed_output_tokens} tokens"
+                   if result.scenario.fixed_output_tokens is not None else "") + ")."]
+    lines = ["", "## INVALID points", "",
+             "These points did not measure the graph's service; do not compare or gate "
+             "against them:", ""]
+    lines += [f"- **{v.load}**: {'; '.join(v.problems)}" for v in bad]
+    return lines
 
 
 def _server_section(result: BenchResult, load: str) -> list[str]:

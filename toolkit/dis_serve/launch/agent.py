@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ..atomic_file import write_atomic
 from ..errors import RunError, UserInputError
+from ..probes import http_client, listen_host, router_view, tcp_accepts
 from ..render.cluster_plan import (
     CLUSTER_PLAN_FILE,
     ClusterPlan,
@@ -43,8 +44,8 @@ from ..render.shell_words import runtime_names
 from ..render.slurm import ADDRESSES_FILE, ENDPOINT_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
+from .events import describe
 from .graph import write_worker_inputs
-from .readiness import http_client, listen_host, router_view, tcp_accepts
 from .rundir import PRIVATE_FILE, RunDir
 from .supervisor import Supervisor
 
@@ -186,7 +187,8 @@ def run_agent(run_dir: Path, node: str) -> int:
     budget = worker_startup_budget_s(topo)
     stop = threading.Event()
     supervisor = Supervisor(own, run, ready_timeout_s=budget,
-                            on_event=lambda msg: print(f"[{node}] {msg}", flush=True))
+                            on_event=lambda event: print(f"[{node}] {describe(event)}",
+                                                         flush=True))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: (stop.set(), supervisor.request_stop()))
     head = node_processes(cluster, node).head

@@ -13,10 +13,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import NodeLayout, node_layout, worker_slots
-from ..topology import Backend, EtcdMode, NatsMode, Topology
+from ..topology import EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
+from .engine_config import ENGINE_CONFIG_DIR
 from .launch_plan import (
-    ENGINE_CONFIG_DIR,
     LaunchPlan,
     ProcessSpec,
     etcd_spec,
@@ -76,7 +76,7 @@ class ClusterPlan(BaseModel):
 def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
     if ctx.model_path is not None:
         return ctx.model_path, False
-    if topo.backend is Backend.MOCKER:
+    if topo.backend.needs_model_card:
         return f"{ctx.run_dir}/model-card", True
     return topo.model.id, False
 
@@ -148,7 +148,7 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
 
 def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Path) -> LaunchPlan:
     """The plan with the addresses a running job found (see `shell_words.runtime`), as a
-    launch plan whose probes `launch.readiness` can run from here."""
+    launch plan whose probes `probes` can run from here."""
     from .shell_words import resolve_runtime
 
     def fix(value: object) -> object:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..topology import PoolRole, Topology
 from .dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
-from .engine_config import dump_engine_config, render_engine_configs
+from .engine_config import dump_engine_config, engine_config_name, render_engine_configs
 from .k8s_network import render_network_policy, render_public_service
 from .k8s_planner import planner_component
 from .k8s_pod import (
@@ -162,7 +162,7 @@ def render_config_map(topo: Topology) -> dict[str, Any] | None:
         "kind": "ConfigMap",
         "metadata": {"name": config_map_name(topo), "namespace": topo.kubernetes.namespace,
                      "labels": labels(topo)},
-        "data": {f"{role.value}.yaml": dump_engine_config(config)
+        "data": {engine_config_name(role): dump_engine_config(config)
                  for role, config in render_engine_configs(topo).items()},
     }
 
@@ -198,3 +198,28 @@ def operator_notes(topo: Topology) -> list[str]:
                      "A Job's pod template cannot change: delete the Job before applying a "
                      "new model or revision.")
     return notes
+
+
+def apply_warnings(topo: Topology) -> list[str]:
+    """What to fix in the topology before the manifest can serve in a cluster."""
+    from ..catalog import KNOWN_MODELS
+
+    if topo.model.id == KNOWN_MODELS["dis-serve-tiny"].hf_id:
+        return [f"{topo.model.id} is dis-serve's local tokenizer-only card, which a cluster "
+                "cannot download; set model.id to a real Hugging Face id before applying the "
+                "manifest"]
+    return []
+
+
+def apply_prerequisites(topo: Topology) -> list[str]:
+    """What must exist in the cluster before `kubectl apply`, as commands."""
+    kube = topo.kubernetes
+    namespace = f"-n {kube.namespace}"
+    steps = [f"kubectl create namespace {kube.namespace} (if it does not exist)"]
+    if not kube.model_cache.existing:
+        steps.append(f"kubectl create secret generic {kube.model_cache.hf_token_secret} "
+                     f"{namespace} --from-literal=HF_TOKEN=<your Hugging Face token>")
+    if topo.router.policy_config:
+        steps.append(f"kubectl create configmap {router_policy_map_name(topo)} {namespace} "
+                     f"--from-file=policy.yaml={topo.router.policy_config}")
+    return steps

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..http_client import direct_client
-from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
-from ..topology import ProcessKind
+from .http_client import direct_client
+from .render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from .topology import ProcessKind
 
 if TYPE_CHECKING:
     import httpx
@@ -98,10 +98,6 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> 
         return Probe(answered=True,
                      ready=isinstance(body, dict) and body.get("status") == "ready")
     return Probe(answered=True, ready=True)
-
-
-def served_models(client: httpx.Client, endpoint: str) -> list[str]:
-    return _model_ids(*_get_json(client, f"{endpoint}/v1/models"))
 
 
 def _model_ids(code: int, body: object) -> list[str]:
