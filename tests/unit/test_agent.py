@@ -19,7 +19,7 @@ ADDRESSES = "NODE_ADDR_0=198.18.0.11\nNODE_ADDR_1=198.18.0.12\nNODE_ADDR_2=198.1
 def _plans(tmp_path, node: str):
     plan = render_slurm_plan(THREE_NODES, run_dir=str(tmp_path))
     (tmp_path / ADDRESSES_FILE).write_text(ADDRESSES)
-    values = runtime_values(plan, tmp_path, environ={})
+    values = runtime_values(plan, node, tmp_path, environ={})
     return node_launch_plan(plan, node, values, tmp_path, THREE_NODES)
 
 
@@ -52,7 +52,7 @@ def test_an_unknown_node_is_one_line_naming_the_nodes(tmp_path):
 def test_an_address_the_job_did_not_find_names_the_variable(tmp_path):
     plan = render_slurm_plan(THREE_NODES, run_dir=str(tmp_path))
     with pytest.raises(UserInputError, match="NODE_ADDR_0"):
-        runtime_values(plan, tmp_path, environ={})
+        runtime_values(plan, "node1", tmp_path, environ={})
 
 
 def test_each_node_has_its_own_plan_state_and_log_beside_the_others(tmp_path):

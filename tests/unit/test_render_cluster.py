@@ -6,7 +6,12 @@ import copy
 import re
 
 from conftest import GRAPHS
-from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan, resolved_launch_plan
+from dis_serve.render.cluster_plan import (
+    ClusterContext,
+    ClusterPlan,
+    render_cluster_plan,
+    resolved_launch_plan,
+)
 from dis_serve.render.hosts import render_hosts_files
 from dis_serve.render.shell_words import runtime, word
 from dis_serve.render.slurm import render_sbatch_script, render_slurm_plan
@@ -73,16 +78,23 @@ def test_slurm_workers_share_the_nodes_cpus_and_pin_their_own_gpus():
     assert "#SBATCH --gpus-per-node=8" in script and "#SBATCH --nodes=6" in script
 
 
-def test_hosts_scripts_pin_gpus_per_worker_and_take_addresses_from_the_topology():
+def test_hosts_files_carry_the_plan_each_node_agent_runs():
     files = render_hosts_files(TWO_HOSTS)
-    assert sorted(files) == ["README.md", "node-head.sh", "node-workers.sh"]
-    workers = files["node-workers.sh"]
-    decode = _lines(workers, "--disaggregation-mode decode")[0]
-    assert "DYN_TCP_RPC_HOST=127.0.0.3" in decode and "ETCD_ENDPOINTS=http://127.0.0.2:" in decode
-    assert _lines(workers, "wait_ready etcd")  # workers wait for the head's etcd first
-    trtllm = render_hosts_files(DISAGG_70B)["node-node1.sh"]
-    decode_1 = _lines(trtllm, '>"$LOGS/decode-1.log"')[0]
-    assert decode_1.startswith("env CUDA_VISIBLE_DEVICES=4,5,6,7 ")
+    assert sorted(files) == ["README.md", "cluster-plan.json", "node-head.sh",
+                             "node-workers.sh", "topology.json"]
+    plan = ClusterPlan.model_validate_json(files["cluster-plan.json"])
+    decode = _spec(plan, "decode-0")
+    assert decode.env["DYN_TCP_RPC_HOST"] == "127.0.0.3"
+    assert decode.env["ETCD_ENDPOINTS"].startswith("http://127.0.0.2:")
+    assert Topology.model_validate_json(files["topology.json"]).name == TWO_HOSTS.name
+    trtllm = ClusterPlan.model_validate_json(render_hosts_files(DISAGG_70B)["cluster-plan.json"])
+    assert _spec(trtllm, "decode-1").env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+
+
+def test_a_hosts_node_script_only_hands_over_to_its_agent():
+    workers = render_hosts_files(TWO_HOSTS)["node-workers.sh"]
+    assert workers.rstrip().endswith('exec python3 -m dis_serve agent --node workers "$RUN_DIR"')
+    assert "dynamo." not in workers and "wait -n" not in workers and "curl" not in workers
 
 
 def test_the_readme_lists_the_head_node_first():
@@ -117,7 +129,9 @@ def test_a_nats_token_is_read_at_run_time_and_never_written_into_a_script():
     assert 'NATS_AUTH_TOKEN="${GRAPH_NATS_TOKEN:?set GRAPH_NATS_TOKEN to the NATS token}"' \
         in head
     assert "'authorization { token: $NATS_AUTH_TOKEN }'" in head
-    assert re.search(r"nats-server -c \"\$\{RUN_DIR\}\"/nats.conf -a 127.0.0.2", head)
+    nats = _spec(ClusterPlan.model_validate_json(render_hosts_files(topo)["cluster-plan.json"]),
+                 "nats")
+    assert nats.argv[1:5] == ["-c", f"{runtime('RUN_DIR')}/nats.conf", "-a", "127.0.0.2"]
 
 
 def test_every_value_is_quoted_and_run_time_variables_expand():

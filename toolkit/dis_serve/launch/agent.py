@@ -85,14 +85,17 @@ def _addresses(run_dir: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
-def runtime_values(plan: ClusterPlan, run_dir: Path,
+def runtime_values(plan: ClusterPlan, node: str, run_dir: Path,
                    environ: dict[str, str] | None = None) -> dict[str, str]:
-    """A value for every run-time variable the plan uses: RUN_DIR is `run_dir`; the others
-    come from the batch script's `addresses` file, else the environment (HEAD_ADDRESS,
-    NODE_ADDRESS of a hosts node script). UserInputError naming the first one missing."""
+    """A value for every run-time variable that this node's processes and the head's use:
+    RUN_DIR is `run_dir`; the others come from the batch script's `addresses` file, else the
+    environment (HEAD_ADDRESS, NODE_ADDRESS of a hosts node script). UserInputError naming
+    the first one missing."""
     environ = os.environ if environ is None else environ
     found = {"RUN_DIR": str(run_dir)} | _addresses(run_dir)
-    names = runtime_names(list(_strings(plan.model_dump(mode="json"))))
+    needed = [*node_processes(plan, node).processes, *plan.head.processes]
+    names = runtime_names([plan.endpoint, *_strings([p.model_dump(mode="json")
+                                                     for p in needed])])
     for name in names:
         if name not in found:
             if name not in environ:
@@ -179,8 +182,8 @@ def run_agent(run_dir: Path, node: str) -> int:
     run = NodeRunDir(run_dir.resolve(), node)
     topo = run.read_topology()
     cluster = read_cluster_plan(run.path)
-    own, whole = node_launch_plan(cluster, node, runtime_values(cluster, run.path), run.path,
-                                  topo)
+    own, whole = node_launch_plan(cluster, node, runtime_values(cluster, node, run.path),
+                                  run.path, topo)
     run.prepare()
     write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
     _write_missing_inputs(topo, own, run.path)
