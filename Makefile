@@ -15,16 +15,19 @@ install: system-packages $(STAMP)
 	@$(BIN)/python -m compileall -q toolkit/dis_serve >/dev/null
 
 # A real Slurm for the Slurm target's tests (tests/slurm_cluster.py starts its own daemons with
-# its own config), and iproute2 for the multi-node test bed (tests/netns_cluster.py: network
-# namespaces on a bridge): Debian's slurm-wlm, munge and iproute2, installed only as root and
-# only if missing.
+# its own config), iproute2 for the multi-node test bed (tests/netns_cluster.py: network
+# namespaces on a bridge) and prometheus for `up --prometheus` and its test: Debian's
+# slurm-wlm, munge, iproute2 and prometheus, installed only as root and only if missing.
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  ! { command -v slurmctld && command -v munged && command -v ip; } >/dev/null 2>&1; then \
-	  echo "installing slurm-wlm, munge and iproute2"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge iproute2 >/dev/null || \
+	  ! { command -v slurmctld && command -v munged && command -v ip && \
+	      command -v prometheus; } >/dev/null 2>&1; then \
+	  echo "installing slurm-wlm, munge, iproute2 and prometheus"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge iproute2 \
+	    prometheus >/dev/null || \
 	  { apt-get update -q >/dev/null && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge iproute2 >/dev/null; }; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge iproute2 \
+	    prometheus >/dev/null; }; \
 	fi
 
 # Dynamo's runtime first with the dependencies the frontend, router and mocker really use, then

@@ -109,7 +109,7 @@ def test_a_container_image_gives_every_step_pyxis_flags_and_mounts_the_run_direc
     steps = _lines(render_sbatch_script(topo), "srun --nodes=1 --ntasks=1 --nodelist=")
     assert steps and all(
         "--container-image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.6.1" in s
-        and '--container-mounts="/lustre/models:/models,$RUN_DIR:$RUN_DIR"' in s
+        and '--container-mounts=/lustre/models:/models,"${RUN_DIR}":"${RUN_DIR}"' in s
         for s in steps)
 
 

@@ -25,6 +25,7 @@ from ..topology import Topology
 from .events import describe
 from .graph import PreparedRun, prepare_run
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
+from .secrets import graph_secrets
 from .status import GraphPhase, GraphStatus
 from .supervisor import Supervisor
 
@@ -108,7 +109,9 @@ def _redirect_stdio(log: Path) -> None:
 def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
     """Run the prepared plan in `run_dir` until asked to stop; the process's exit status."""
     supervisor = Supervisor(run_dir.read_plan(), run_dir, ready_timeout_s=ready_timeout_s,
-                            on_event=lambda event: print(describe(event), flush=True))
+                            on_event=lambda event: print(describe(event), flush=True),
+                            secrets=graph_secrets(run_dir.read_topology(),
+                                                  run_dir.path.resolve()))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: supervisor.request_stop())
     thread = threading.Thread(target=supervisor.run, name="supervisor")

@@ -17,10 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic_file import write_atomic
 from ..errors import RunError
-from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
+from ..render.dynamo_argv import LOOPBACK
+from ..render.launch_plan import (
+    NATS_CONFIG,
+    LaunchPlan,
+    RenderContext,
+    nats_config,
+    render_launch_plan,
+)
+from ..render.tls_planes import graph_pki_paths
+from ..security.pki_files import TLS_DIR
 from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
+from ..topology.security import TlsMode
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
@@ -33,6 +44,7 @@ from .preflight import (
 )
 from .run_lookup import claim
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
+from .secrets import GraphSecrets, graph_secrets, nats_token
 from .status import GraphStatus
 from .supervisor import Supervisor
 
@@ -48,6 +60,8 @@ class PreparedRun:
     plan: LaunchPlan
     cleaned: list[Leftover] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Kept in memory only (launch/secrets.py): never written with the plan.
+    secrets: GraphSecrets = field(default_factory=GraphSecrets, repr=False)
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
@@ -57,6 +71,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     model card and engine configs."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
+    nats_token(topo.coordination.nats.auth)  # a missing token stops us before anything else
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
@@ -75,9 +90,27 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     run_dir.slurm_job_file.unlink(missing_ok=True)
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
+    write_coordination_inputs(topo, run_dir)
     run_dir.write_launch_inputs(topo, plan)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
-                       warnings=exposure_warnings(topo))
+                       warnings=exposure_warnings(topo),
+                       secrets=graph_secrets(topo, run_dir.path.resolve()))
+
+
+def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
+    """What the planes read from the run directory: a new CA and certificates for this run
+    (`security.tls: auto`), and the embedded NATS server's config (TLS, token: the token
+    itself stays in its environment)."""
+    path = run_dir.path.resolve()
+    if topo.security.tls.mode is TlsMode.AUTO:
+        from ..security.certs import issue_graph_pki, write_pki
+
+        write_pki(issue_graph_pki(topo.name, [LOOPBACK],
+                                  validity_days=topo.security.tls.validity_days),
+                  path / TLS_DIR)
+    config = nats_config(topo, graph_pki_paths(topo.security, path))
+    if config is not None:
+        write_atomic(path / NATS_CONFIG, config, 0o600)
 
 
 def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -> None:
@@ -175,7 +208,8 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            on_event=on_event)
+                            on_event=on_event,
+                            secrets=prepared.secrets)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",

@@ -83,14 +83,21 @@ def doctor_target(run: RunDir) -> DoctorTarget:
     expectations, and which pid is which process."""
     from ..coordination.doctor import DoctorTarget, expectations
     from ..render.metrics_endpoints import FRONTEND, graph_endpoints
-    from ..topology import NatsMode
+    from ..render.tls_planes import graph_pki_paths
+    from ..topology import EtcdMode, NatsMode
+    from .secrets import nats_token
 
     topo, plan, state = run.read_topology(), run.read_plan(), run.read_state()
     endpoints = graph_endpoints(plan, plan.endpoint)
     nats = topo.coordination.nats
+    # The planes the graph runs itself are read with its own certificates (and token).
+    tls = graph_pki_paths(topo.security, run.path.resolve())
     return DoctorTarget(
         namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
         nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
+        nats_token=nats_token(nats.auth) if nats.mode is not NatsMode.OFF else None,
+        etcd_tls=tls if topo.coordination.etcd.mode is EtcdMode.EMBEDDED else None,
+        nats_tls=tls if nats.mode is NatsMode.EMBEDDED else None,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
         worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
         expected=expectations(topo), graph=topo.name, plan=plan,

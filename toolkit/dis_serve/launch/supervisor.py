@@ -46,6 +46,7 @@ from . import events
 from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .restart_policy import GiveUp, RestartTracker
 from .rundir import RunDir
+from .secrets import GraphSecrets
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from .stopping import stop_processes
 
@@ -83,7 +84,8 @@ class Supervisor:
     # No default readiness budget here: its one home is startup_budget (callers pass it).
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
-                 on_event: Callable[[events.SupervisorEvent], None] | None = None) -> None:
+                 on_event: Callable[[events.SupervisorEvent], None] | None = None,
+                 secrets: GraphSecrets | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
@@ -95,7 +97,9 @@ class Supervisor:
         self.finished = threading.Event()
         self.error: str | None = None
         self._stop = threading.Event()
-        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name)),
+        secrets = secrets or GraphSecrets()
+        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name),
+                                          secrets.env_for(spec.kind)),
                              RestartTracker(spec.kind.restart_policy(self.supervision)))
                        for spec in plan.processes]
         self._phase = GraphPhase.STARTING

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,6 +25,11 @@ from .perf_model import ModelOnGpu, PerfSource
 
 # Mooncake traces hash prompts in blocks of 512 tokens.
 MOONCAKE_BLOCK_TOKENS = 512
+# A chat request's prompt reaches the engine wrapped in the model's chat template (role
+# headers, the assistant turn; a system block where the template adds one), so the graph
+# must accept this many tokens beyond the longest planned prompt: without it a planned
+# 128 + 32-token sequence cut completions of 128-token chat prompts 3 tokens short.
+CHAT_TEMPLATE_TOKENS = 32
 
 
 class Objective(StrEnum):
@@ -62,27 +66,17 @@ class TraceStats:
 def read_trace(path: Path, block_size: int = MOONCAKE_BLOCK_TOKENS) -> TraceStats:
     """Read a Mooncake JSONL trace: one request a line with `input_length`, `output_length`
     and, for arrivals, `timestamp` in milliseconds (Dynamo's replay reads the same file)."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise UserInputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
-    inputs, outputs, stamps = [], [], []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            inputs.append(int(row["input_length"]))
-            outputs.append(int(row["output_length"]))
-            if "timestamp" in row:
-                stamps.append(float(row["timestamp"]))
-        except (ValueError, KeyError, TypeError):
-            raise UserInputError(
-                f"line {number} is not a Mooncake request", source=str(path),
-                fix='one JSON object a line with "input_length", "output_length", '
-                    '"timestamp" (ms) and "hash_ids"') from None
-    if not inputs:
-        raise UserInputError("the trace holds no requests", source=str(path))
+    from ..mooncake_trace import check_trace
+
+    rows = check_trace(path, key="--trace")
+    inputs = [row.input_length for row in rows]
+    # Dynamo's replay needs every request's completion length.
+    missing = next((n for n, row in enumerate(rows, 1) if row.output_length is None), None)
+    if missing is not None:
+        raise UserInputError(f"{path}: request {missing} has no output_length",
+                             key="--trace", fix="give every line an output_length")
+    outputs = [row.output_length or 0 for row in rows]
+    stamps = [float(row.timestamp) for row in rows if row.timestamp is not None]
     span_s = (max(stamps) - min(stamps)) / 1000.0 if len(stamps) > 1 else 0.0
     return TraceStats(
         path=path, requests=len(inputs),
@@ -114,7 +108,8 @@ class PlanRequest(BaseModel):
     goodput those GPUs give), and either `isl`/`osl` or a `trace`. Each field is a flag of
     `dis-serve plan` (`flag_of`), its description the flag's help."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan are no SLA, rate or price: refused here, not deep in the search.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     model: str = Field(description="Catalog key or Hugging Face id: "
                                    + ", ".join(PLANNED_MODELS) + ".")
@@ -207,6 +202,12 @@ class PlanRequest(BaseModel):
             raise ValueError("`trace` sets the lengths; drop `isl`/`osl`")
         if self.trace is not None and self.arrival is Arrival.OFFLINE:
             raise ValueError("`trace` sets the arrivals by its timestamps; drop `arrival`")
+        known = self.known_model
+        if known is not None and known.checkpoint(self.dtype.value) is None:
+            # The plan ends in a topology that names the checkpoint its workers load.
+            raise ValueError(f"no {self.dtype.value} checkpoint of {known.hf_id} is published "
+                             "in the catalog; plan it with `dtype` one of "
+                             + ", ".join(known.checkpoints))
         return self
 
     @field_validator("model")
@@ -246,6 +247,7 @@ class Workload:
     isl: int
     osl: int
     max_isl: int
+    """The longest prompt the graph must accept: the workload's plus CHAT_TEMPLATE_TOKENS."""
     max_osl: int
     rate: float | None
     trace: TraceStats | None
@@ -259,8 +261,8 @@ class Workload:
     def of(cls, request: PlanRequest) -> Workload:
         if request.trace is None:
             assert request.isl is not None and request.osl is not None
-            return cls(request.isl, request.osl, request.isl, request.osl, request.rate, None,
-                       request.arrival)
+            return cls(request.isl, request.osl, request.isl + CHAT_TEMPLATE_TOKENS,
+                       request.osl, request.rate, None, request.arrival)
         stats = read_trace(request.trace, request.trace_block_size)
         rate = request.rate
         if rate is None and request.budget is None:
@@ -268,7 +270,8 @@ class Workload:
                 raise UserInputError("the trace has no timestamps to take a rate from",
                                      source=str(stats.path), fix="add a `rate` or `budget`")
             rate = stats.rate_per_s
-        return cls(stats.mean_isl, stats.mean_osl, stats.max_isl, stats.max_osl, rate, stats)
+        return cls(stats.mean_isl, stats.mean_osl, stats.max_isl + CHAT_TEMPLATE_TOKENS,
+                   stats.max_osl, rate, stats)
 
 
 def build_request(**values: object) -> PlanRequest:

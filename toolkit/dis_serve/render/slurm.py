@@ -11,12 +11,10 @@ wait, restart or stop logic lives in bash. Pure: text out.
 
 from __future__ import annotations
 
-import shlex
-
 from ..topology import SlurmPlacement, Topology
 from .cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
 from .hosts import nats_config_lines, token_lines
-from .shell_words import readable, runtime, word
+from .shell_words import comment, echo_line, private_files_lines, runtime, word
 
 ENDPOINT_FILE = "endpoint"
 # NODE_ADDR_<i>=<address> per line: what `dis-serve up` probes the processes at.
@@ -71,22 +69,15 @@ def _srun_words(topo: Topology, node: NodeProcesses) -> str:
     each worker's, as on the hosts target); a node without workers takes no GPU."""
     slurm = slurm_settings(topo)
     words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{node.index}]}}"',
-             f"--job-name={shlex.quote('agent-' + node.name)}",
+             f"--job-name={word('agent-' + node.name)}",
              f'--output="$LOGS/agent-{node.name}.log"', "--overlap"]
     if topo.backend.needs_gpu and not any(spec.gpus for spec in node.processes):
         words.append("--gres=none")
     if slurm.container_image:
-        mounts = [*slurm.container_mounts, "$RUN_DIR:$RUN_DIR"]
-        words += [f"--container-image={shlex.quote(slurm.container_image)}",
-                  f'--container-mounts="{",".join(_mount(m) for m in mounts)}"']
+        mounts = [*slurm.container_mounts, f"{runtime('RUN_DIR')}:{runtime('RUN_DIR')}"]
+        words += [f"--container-image={word(slurm.container_image)}",
+                  f"--container-mounts={word(','.join(mounts))}"]
     return " ".join(words)
-
-
-def _mount(mount: str) -> str:
-    # Inside double quotes: $RUN_DIR expands, a user's path is escaped character by character.
-    if mount == "$RUN_DIR:$RUN_DIR":
-        return mount
-    return "".join("\\" + c if c in '"$`\\' else c for c in mount)
 
 
 def _resolve_lines(topo: Topology) -> list[str]:
@@ -94,7 +85,7 @@ def _resolve_lines(topo: Topology) -> list[str]:
     nodes = len(topo.node_gpus())
     interface = slurm_settings(topo).interface
     if interface:
-        resolve = (f"ip -4 -o addr show dev {shlex.quote(interface)} | "
+        resolve = (f"ip -4 -o addr show dev {word(interface)} | "
                    "awk '{split($4, a, \"/\"); print a[1]; exit}'")
     else:
         resolve = "getent ahostsv4 \"$(hostname)\" | awk '{print $1; exit}'"
@@ -104,7 +95,7 @@ def _resolve_lines(topo: Topology) -> list[str]:
         f'  echo "this graph needs {nodes} nodes, the job has ${{#NODES[@]}}" >&2; exit 1',
         "fi",
         "node_address() {  # NODE: its cluster-facing address, resolved on the node itself",
-        f"  srun --nodes=1 --ntasks=1 --overlap --nodelist=\"$1\" bash -c {shlex.quote(resolve)}",
+        f"  srun --nodes=1 --ntasks=1 --overlap --nodelist=\"$1\" bash -c {word(resolve)}",
         "}",
     ]
     for i in range(nodes):
@@ -114,9 +105,11 @@ def _resolve_lines(topo: Topology) -> list[str]:
         if nodes > 1:
             check += f' && [[ "${{{var}}}" != 127.* ]]'
         where = f"interface {interface}" if interface else "its host name"
-        lines.append(f"{check} || {{ echo \"node ${{NODES[{i}]}}: no cluster address from "
-                     f"{where} (got '${{{var}}}'); set placement.slurm.interface\" >&2; "
-                     "exit 1; }")
+        lines.append(f'NODE_{i}="${{NODES[{i}]}}"')
+        message = echo_line(f"node {runtime(f'NODE_{i}')}: no cluster address from {where} "
+                            f"(got [{runtime(var)}]); set placement.slurm.interface",
+                            stream=">&2")
+        lines.append(f"{check} || {{ {message}; exit 1; }}")
     lines.append("{ " + " ".join(f"echo \"{node_address_var(i)}=${{{node_address_var(i)}}}\";"
                                 for i in range(nodes))
                  + f' }} > "$RUN_DIR/{ADDRESSES_FILE}"')
@@ -130,8 +123,8 @@ def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
     for node in plan.nodes:
         names = ", ".join(p.name for p in node.processes) or "nothing"
         lines += [f"# {node.name}: {names}",
-                  f"{_srun_words(topo, node)} {shlex.quote(python)} -m dis_serve "
-                  f"agent --node {shlex.quote(node.name)} \"$RUN_DIR\" &",
+                  f"{_srun_words(topo, node)} {word(python)} -m dis_serve "
+                  f"agent --node {word(node.name)} \"$RUN_DIR\" &",
                   "AGENTS+=($!)"]
     lines += [
         "",
@@ -139,8 +132,8 @@ def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
         "its node in order.",
         'stop_agents() { trap - TERM INT; kill -TERM "${AGENTS[@]}" 2>/dev/null || true; wait; }',
         "trap stop_agents TERM INT",
-        f"echo {word('agents started on ' + str(len(plan.nodes)) + ' nodes; ' + plan.endpoint)}"
-        f"' once $RUN_DIR/{ENDPOINT_FILE} exists'",
+        echo_line(f"agents started on {len(plan.nodes)} nodes; {plan.endpoint} once "
+                  f"{ENDPOINT_FILE} in the run directory exists"),
         "# The job runs while any agent does: a node whose agent stopped leaves the graph "
         "degraded, not gone.",
         "wait",
@@ -154,15 +147,16 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
     """The sbatch script. `run_dir` None: the job runs where sbatch was called."""
     plan = render_slurm_plan(topo, run_dir=run_dir, python=python, etcd_bin=etcd_bin,
                              nats_bin=nats_bin, model_path=model_path)
-    where = (f"RUN_DIR={shlex.quote(run_dir)}" if run_dir is not None
+    where = (f"RUN_DIR={word(run_dir)}" if run_dir is not None
              else 'RUN_DIR="${DIS_SERVE_RUN_DIR:-$SLURM_SUBMIT_DIR}"')
     lines = [
         "#!/bin/bash",
         *_sbatch_lines(topo),
-        f"# Generated by dis-serve from topology {shlex.quote(topo.name)} (placement: slurm). "
+        f"# Generated by dis-serve from topology {comment(topo.name)} (placement: slurm). "
         "Do not edit: re-render instead.",
         "# Submit with sbatch; the endpoint URL appears in $RUN_DIR/endpoint once ready.",
         "set -euo pipefail",
+        *private_files_lines(),
         where,
         f'date +%s.%N > "$RUN_DIR/{STARTED_FILE}"',
         'LOGS="$RUN_DIR/logs"',
@@ -172,7 +166,7 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
     ]
     if plan.needs_model_card:
         lines.append("# The mocker reads a tokenizer-only model card at "
-                     f"{readable(plan.model_path)} (`dis-serve up` makes one).")
+                     f"{comment(plan.model_path)} (`dis-serve up` makes one).")
     if topo.coordination.nats.auth is not None:
         lines += nats_config_lines()
     lines += [*_agent_lines(topo, plan, python), ""]
