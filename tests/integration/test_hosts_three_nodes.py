@@ -1,10 +1,13 @@
 """`render --target hosts` on the multi-node test bed: the demo-3node graph placed on three
 named hosts (198.18.0.11-13), each node's generated script started inside its own network
-namespace, as on three machines. Chat completions are served at the head node's address;
-SIGTERM to the scripts leaves no process of the graph in any namespace."""
+namespace, as on three machines; each script hands over to its node's agent. Chat
+completions are served at the head node's address; a worker killed on n3 is restarted by
+n3's agent; SIGTERM to the scripts leaves no process of the graph in any namespace."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -57,6 +60,14 @@ def _graph_processes(cluster: NetnsCluster, node: str, run_dir: Path) -> list[st
     return found
 
 
+def _mocker_pid(cluster: NetnsCluster, node: str) -> int:
+    for pid in cluster.processes_in(node):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "dynamo.mocker" in psutil.Process(pid).cmdline():
+                return pid
+    raise AssertionError(f"no mocker in {node}")
+
+
 def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_cluster,
                                                                          tmp_path):
     topo = _topology()
@@ -86,6 +97,21 @@ def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_c
         for node in ("n2", "n3"):
             assert any("dynamo.mocker" in line
                        for line in _graph_processes(netns_cluster, node, run_dir))
+
+        # n3's agent restarts its worker; the other nodes never notice.
+        victim = _mocker_pid(netns_cluster, "n3")
+        os.kill(victim, signal.SIGKILL)
+
+        def healed() -> bool:
+            try:
+                state = json.loads((run_dir / "state-n3.json").read_text())
+            except (OSError, ValueError):
+                return False
+            proc = state["processes"][0]
+            return state["phase"] == "ready" and proc["restarts"] == 1 and proc["pid"] != victim
+        assert wait_until(healed, timeout=30), (run_dir / "state-n3.json").read_text()
+        assert all(scripts[node].poll() is None for node in NODES)
+        assert wait_until(lambda: _served(endpoint), timeout=10)
     finally:
         for node in ("n3", "n2", "n1"):
             scripts[node].send_signal(signal.SIGTERM)

@@ -6,7 +6,10 @@ node's address; `down` leaves no process of the graph in any namespace."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +77,60 @@ def _listening(cluster: NetnsCluster, node: str) -> dict[str, set[str]]:
         name = next((w for w in cmdline if w.startswith("dynamo.")), Path(cmdline[0]).name)
         found.setdefault(name, set()).add(address)
     return found
+
+
+def _chat(endpoint: str) -> int:
+    reply = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
+                       json={"model": "demo-model", "max_tokens": 8,
+                             "messages": [{"role": "user", "content": "w3 w4 w5"}]})
+    return reply.json()["usage"]["completion_tokens"] if reply.status_code == 200 else 0
+
+
+def _node_state(run: RunDir, node: str) -> dict:
+    try:
+        return json.loads((run.path / f"state-{node}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _worker_pid(cluster: NetnsCluster, node: str) -> int:
+    for pid in cluster.processes_in(node):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if "dynamo.mocker" in psutil.Process(pid).cmdline():
+                return pid
+    raise AssertionError(f"no mocker in {node}")
+
+
+def test_a_worker_killed_on_node_3_is_restarted_there_and_the_job_keeps_running(
+        netns_cluster, tmp_path):
+    home = tmp_path / "home"
+    up = _cli(netns_cluster, home, "up", str(_topology(tmp_path, "it-3heal")), "--detach")
+    assert up.returncode == 0, up.stdout + up.stderr
+    run = RunDir.for_graph("it-3heal", home)
+    job = read_job(run)
+    assert job is not None
+    endpoint = f"http://{HEAD}:{BASE}"
+    try:
+        assert wait_until((run.path / "endpoint").is_file, timeout=30)
+        assert _chat(endpoint) == 8
+        victim = _worker_pid(netns_cluster, "n3")
+        os.kill(victim, signal.SIGKILL)
+
+        def healed() -> bool:
+            state = _node_state(run, "node2")
+            procs = state.get("processes", [])
+            return (state.get("phase") == "ready" and len(procs) == 1
+                    and procs[0]["restarts"] == 1 and procs[0]["pid"] != victim)
+        assert wait_until(healed, timeout=30), _node_state(run, "node2")
+        assert job.job_id in netns_cluster.jobs()
+        assert wait_until(lambda: _chat(endpoint) == 8, timeout=10)
+        assert _worker_pid(netns_cluster, "n3") != victim
+    finally:
+        down = _cli(netns_cluster, home, "down", "it-3heal")
+    assert down.returncode == 0, down.stdout + down.stderr
+    for node in ("n1", "n2", "n3"):
+        assert wait_until(lambda n=node: not _graph_processes(netns_cluster, n, run.path),
+                          timeout=15), (node, _graph_processes(netns_cluster, node, run.path))
 
 
 def test_a_three_node_graph_serves_at_the_head_address_and_down_leaves_no_process(

@@ -6,7 +6,12 @@ import copy
 import re
 
 from conftest import GRAPHS
-from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan, resolved_launch_plan
+from dis_serve.render.cluster_plan import (
+    ClusterContext,
+    ClusterPlan,
+    render_cluster_plan,
+    resolved_launch_plan,
+)
 from dis_serve.render.hosts import render_hosts_files
 from dis_serve.render.shell_words import runtime, word
 from dis_serve.render.slurm import render_sbatch_script, render_slurm_plan
@@ -33,37 +38,63 @@ def test_no_process_of_the_70b_graph_points_at_loopback_in_slurm_or_hosts_script
         for line in _lines(script, "dynamo.") + _lines(script, "etcd --") \
                 + _lines(script, "nats-server"):
             assert not LOOPBACK.search(line), line
+    # The Slurm job's processes live in the plan its agents run.
+    for node in render_slurm_plan(DISAGG_70B).nodes:
+        for spec in node.processes:
+            for value in [*spec.argv, *spec.env.values()]:
+                assert not LOOPBACK.search(value), (spec.name, value)
+
+
+def _spec(plan, name: str):
+    return next(p for node in plan.nodes for p in node.processes if p.name == name)
 
 
 def test_each_slurm_worker_runs_on_its_node_and_finds_etcd_and_nats_on_the_head():
+    plan = render_slurm_plan(DISAGG_70B)
+    assert [p.name for p in plan.nodes[5].processes] == ["decode-8", "decode-9"]
+    decode_9 = _spec(plan, "decode-9")
+    assert decode_9.env["DYN_TCP_RPC_HOST"] == runtime("NODE_ADDR_5")
+    assert decode_9.env["ETCD_ENDPOINTS"] == f"http://{runtime('NODE_ADDR_0')}:2379"
+    assert decode_9.env["NATS_SERVER"] == f"nats://{runtime('NODE_ADDR_0')}:4222"
+    agent = _lines(render_sbatch_script(DISAGG_70B), "--job-name=agent-node5 ")[0]
+    assert '--nodelist="${NODES[5]}"' in agent
+    assert agent.endswith(' -m dis_serve agent --node node5 "$RUN_DIR" &')
+
+
+def test_the_sbatch_script_starts_one_agent_per_node_and_no_process_itself():
     script = render_sbatch_script(DISAGG_70B)
-    decode_9 = _lines(script, "--job-name=decode-9 ")[0]
-    assert '--nodelist="${NODES[5]}"' in decode_9
-    assert 'DYN_TCP_RPC_HOST="${NODE_ADDR_5}"' in decode_9
-    assert 'ETCD_ENDPOINTS=http://"${NODE_ADDR_0}":2379' in decode_9
-    assert 'NATS_SERVER=nats://"${NODE_ADDR_0}":4222' in decode_9
+    agents = _lines(script, " -m dis_serve agent ")
+    assert len(agents) == 6 and all("--overlap" in line for line in agents)
+    assert not _lines(script, "dynamo.") and not _lines(script, "etcd --")
+    assert "wait -n" not in script and "curl" not in script
 
 
 def test_slurm_workers_share_the_nodes_cpus_and_pin_their_own_gpus():
+    plan = render_slurm_plan(DISAGG_70B)
+    assert _spec(plan, "decode-1").env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
     script = render_sbatch_script(DISAGG_70B)
-    decode_1 = _lines(script, "--job-name=decode-1 ")[0]
-    assert "--overlap" in decode_1 and "--exact" not in decode_1
-    assert "env CUDA_VISIBLE_DEVICES=4,5,6,7 " in decode_1
-    frontend = _lines(script, "--job-name=frontend ")[0]
-    assert "--overlap" in frontend and "--gres=none" in frontend
+    # The head node runs prefill workers: its agent step sees the node's GPUs.
+    assert "--gres=none" not in _lines(script, "--job-name=agent-node0 ")[0]
     assert "#SBATCH --gpus-per-node=8" in script and "#SBATCH --nodes=6" in script
 
 
-def test_hosts_scripts_pin_gpus_per_worker_and_take_addresses_from_the_topology():
+def test_hosts_files_carry_the_plan_each_node_agent_runs():
     files = render_hosts_files(TWO_HOSTS)
-    assert sorted(files) == ["README.md", "node-head.sh", "node-workers.sh"]
-    workers = files["node-workers.sh"]
-    decode = _lines(workers, "--disaggregation-mode decode")[0]
-    assert "DYN_TCP_RPC_HOST=127.0.0.3" in decode and "ETCD_ENDPOINTS=http://127.0.0.2:" in decode
-    assert _lines(workers, "wait_ready etcd")  # workers wait for the head's etcd first
-    trtllm = render_hosts_files(DISAGG_70B)["node-node1.sh"]
-    decode_1 = _lines(trtllm, '>"$LOGS/decode-1.log"')[0]
-    assert decode_1.startswith("env CUDA_VISIBLE_DEVICES=4,5,6,7 ")
+    assert sorted(files) == ["README.md", "cluster-plan.json", "node-head.sh",
+                             "node-workers.sh", "topology.json"]
+    plan = ClusterPlan.model_validate_json(files["cluster-plan.json"])
+    decode = _spec(plan, "decode-0")
+    assert decode.env["DYN_TCP_RPC_HOST"] == "127.0.0.3"
+    assert decode.env["ETCD_ENDPOINTS"].startswith("http://127.0.0.2:")
+    assert Topology.model_validate_json(files["topology.json"]).name == TWO_HOSTS.name
+    trtllm = ClusterPlan.model_validate_json(render_hosts_files(DISAGG_70B)["cluster-plan.json"])
+    assert _spec(trtllm, "decode-1").env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+
+
+def test_a_hosts_node_script_only_hands_over_to_its_agent():
+    workers = render_hosts_files(TWO_HOSTS)["node-workers.sh"]
+    assert workers.rstrip().endswith('exec python3 -m dis_serve agent --node workers "$RUN_DIR"')
+    assert "dynamo." not in workers and "wait -n" not in workers and "curl" not in workers
 
 
 def test_the_readme_lists_the_head_node_first():
@@ -98,7 +129,9 @@ def test_a_nats_token_is_read_at_run_time_and_never_written_into_a_script():
     assert 'NATS_AUTH_TOKEN="${GRAPH_NATS_TOKEN:?set GRAPH_NATS_TOKEN to the NATS token}"' \
         in head
     assert "'authorization { token: $NATS_AUTH_TOKEN }'" in head
-    assert re.search(r"nats-server -c \"\$\{RUN_DIR\}\"/nats.conf -a 127.0.0.2", head)
+    nats = _spec(ClusterPlan.model_validate_json(render_hosts_files(topo)["cluster-plan.json"]),
+                 "nats")
+    assert nats.argv[1:5] == ["-c", f"{runtime('RUN_DIR')}/nats.conf", "-a", "127.0.0.2"]
 
 
 def test_every_value_is_quoted_and_run_time_variables_expand():

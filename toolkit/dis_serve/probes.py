@@ -58,6 +58,18 @@ def nats_answers(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bo
         return False
 
 
+def listen_host(spec: ProcessSpec) -> str:
+    """The address a server process is probed at: its probe URL's host, its TCP probe's
+    host, else loopback (a multi-node graph's etcd and NATS listen on the head's address
+    only)."""
+    from urllib.parse import urlsplit
+
+    probe = spec.readiness
+    if probe.url:
+        return urlsplit(probe.url).hostname or "127.0.0.1"
+    return probe.host or "127.0.0.1"
+
+
 def _get_json(client: httpx.Client, url: str) -> tuple[int, object]:
     """Status code and JSON body (None if not JSON); (0, None) when nothing answers."""
     import httpx

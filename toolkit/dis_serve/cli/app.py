@@ -22,6 +22,7 @@ def build_app():  # -> typer.Typer
     import typer
 
     from . import (
+        agent_cmds,
         bench_cmds,
         chaos_cmds,
         doctor_cmds,
@@ -49,8 +50,8 @@ def build_app():  # -> typer.Typer
         # prompts, state holds pids. One umask here instead of a mode at every open.
         os.umask(PRIVATE_UMASK)
 
-    for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds,
-                  observe_cmds):
+    for group in (topology_cmds, launch_cmds, agent_cmds, doctor_cmds, bench_cmds, chaos_cmds,
+                  plan_cmds, observe_cmds):
         group.register(app)
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..atomic_file import write_atomic
 from ..errors import PreflightError, RunError
-from ..render.cluster_plan import ClusterPlan
+from ..render.cluster_plan import CLUSTER_PLAN_FILE, ClusterPlan
 from ..render.slurm import (
     ADDRESSES_FILE,
     ENDPOINT_FILE,
@@ -31,7 +31,6 @@ from .rundir import RunDir
 from .slurm_jobs import SlurmJob, job_state, read_job, slurm_command
 
 SCRIPT_FILE = "job.sbatch"
-CLUSTER_PLAN_FILE = "cluster-plan.json"
 # Left from an earlier job of the same graph; the new job must not be judged by them.
 _EPHEMERAL = ("etcd-data", "nats-data", "logs", ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
               "state.json")

@@ -26,6 +26,9 @@ from .launch_plan import (
 )
 from .launch_plan import frontend_spec as _frontend_spec
 
+# The plan as JSON in the run directory, where each node's agent reads its share.
+CLUSTER_PLAN_FILE = "cluster-plan.json"
+
 
 class ClusterContext(BaseModel):
     """What differs between cluster targets besides the topology."""

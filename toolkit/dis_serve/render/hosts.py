@@ -1,9 +1,11 @@
 """Placement `hosts` -> one bash script per node (`node-<name>.sh`) and a README.
 
-Each script starts its node's processes with the node's own address, etcd and NATS
-endpoints on the head node, CUDA_VISIBLE_DEVICES per worker; waits for each to be ready
-(workers first wait for etcd and NATS on the head); and stops them all, in reverse order, on
-SIGTERM, Ctrl-C or when one exits. Pure: text out.
+Beside them the cluster plan (`cluster-plan.json`: every node's processes with its own
+address, etcd and NATS on the head node, CUDA_VISIBLE_DEVICES per worker) and the topology:
+what each node's agent (`dis-serve agent`, launch/agent.py) reads. A script checks the
+addresses it needs from its environment and `exec`s the agent, which starts, waits for,
+heals and stops the node's processes; no wait, restart or stop logic lives in bash. Pure:
+text out.
 """
 
 from __future__ import annotations
@@ -11,31 +13,14 @@ from __future__ import annotations
 from ..placement import node_layout
 from ..topology import NatsAuth, Topology
 from .cluster_plan import (
+    CLUSTER_PLAN_FILE,
     ClusterContext,
     ClusterPlan,
     NodeProcesses,
     render_cluster_plan,
 )
-from .launch_plan import (
-    NATS_CONFIG,
-    NATS_TOKEN_ENV,
-    ProcessSpec,
-    nats_token_config,
-)
-from .shell_words import (
-    command_words,
-    comment,
-    echo_line,
-    pid_line,
-    private_files_lines,
-    readable,
-    runtime,
-    runtime_names,
-    stop_function,
-    wait_line,
-    wait_ready_function,
-    word,
-)
+from .launch_plan import NATS_CONFIG, NATS_TOKEN_ENV, nats_token_config
+from .shell_words import comment, private_files_lines, readable, runtime, runtime_names, word
 
 RUN_DIR = runtime("RUN_DIR")
 # Without placement.hosts the scripts take the addresses from the environment they run in.
@@ -53,14 +38,21 @@ def render_hosts_plan(topo: Topology) -> ClusterPlan:
     return render_cluster_plan(topo, ClusterContext(run_dir=RUN_DIR, node_addresses=addresses))
 
 
-def _required_lines(node: NodeProcesses, plan: ClusterPlan) -> list[str]:
-    """Stop at once, with the fix, when an address the script needs is not set."""
+def _required_names(node: NodeProcesses, plan: ClusterPlan) -> list[str]:
+    """The run-time addresses this node's processes (and, off the head, the head's probes)
+    need from the environment."""
     values = [v for spec in node.processes for v in (*spec.argv, *spec.env.values())]
-    if not node.head:
-        values += [str(s.readiness.url or s.readiness.host) for s in plan.head.processes]
-    return [f': "${{{name}:?set {name} to the cluster address of the '
-            + ("head node" if name == HEAD_ADDRESS else "node this script runs on") + '}"'
-            for name in runtime_names(values) if name != "RUN_DIR"]
+    values += [str(s.readiness.url or s.readiness.host) for s in plan.head.processes]
+    return [name for name in runtime_names(values) if name != "RUN_DIR"]
+
+
+def _required_lines(names: list[str]) -> list[str]:
+    """Stop at once, with the fix, when an address the node needs is not set; export it for
+    the agent."""
+    lines = [f': "${{{name}:?set {name} to the cluster address of the '
+             + ("head node" if name == HEAD_ADDRESS else "node this script runs on") + '}"'
+             for name in names]
+    return lines + ([f"export {' '.join(names)}"] if names else [])
 
 
 def token_lines(auth: NatsAuth | None) -> list[str]:
@@ -80,36 +72,11 @@ def nats_config_lines() -> list[str]:
     return [f"printf '%s\\n' {word(config)} > {word(RUN_DIR + '/' + NATS_CONFIG)}"]
 
 
-def _start_lines(spec: ProcessSpec) -> list[str]:
-    gpus = f" (GPUs {','.join(map(str, spec.gpus))})" if spec.gpus else ""
-    return ["", f"# {spec.name}{gpus}",
-            f"{command_words(spec)} >\"$LOGS/{spec.name}.log\" 2>&1 &",
-            pid_line(spec)]
-
-
-def _process_lines(processes: list[ProcessSpec]) -> list[str]:
-    """etcd and NATS one after the other (Dynamo needs them up); then the frontend and the
-    workers together, which find each other through etcd whenever they come up."""
-    lines: list[str] = []
-    infra = [p for p in processes if p.kind.is_coordination]
-    dynamo = [p for p in processes if p not in infra]
-    for spec in infra:
-        lines += [*_start_lines(spec), wait_line(spec)]
-    for spec in dynamo:
-        lines += _start_lines(spec)
-    if dynamo:
-        lines += ["", *(wait_line(spec) for spec in dynamo)]
-    return lines
-
-
-def _head_waits(plan: ClusterPlan) -> list[str]:
-    """On the other nodes: wait until etcd and NATS on the head answer."""
-    return ["", "# etcd and NATS run on the head node: start its script first"] + [
-        wait_line(spec) for spec in plan.head.processes if spec.kind.is_coordination]
-
-
 def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -> str:
+    """Checks what the node needs from its environment, then hands over to the node's agent
+    (`dis-serve agent`), which starts, waits for, heals and stops its processes."""
     names = ", ".join(p.name for p in node.processes) or "nothing"
+    required = _required_names(node, plan)
     lines = [
         "#!/usr/bin/env bash",
         f"# Generated by dis-serve from topology {comment(topo.name)} (placement: hosts). "
@@ -119,28 +86,19 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         "set -euo pipefail",
         *private_files_lines(),
         'RUN_DIR="${DIS_SERVE_RUN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"',
-        'LOGS="$RUN_DIR/logs"',
-        'mkdir -p "$LOGS"',
-        *_required_lines(node, plan),
+        *_required_lines(required),
         *token_lines(topo.coordination.nats.auth),
-        *stop_function(),
-        *wait_ready_function(),
     ]
-    if plan.needs_model_card:
-        lines.append(f"# The mocker reads a tokenizer-only model card at "
-                     f"{comment(plan.model_path)} "
-                     "(`dis-serve up` makes one; copy it there).")
     if node.head and topo.coordination.nats.auth is not None:
         lines += nats_config_lines()
-    if not node.head:
-        lines += _head_waits(plan)
-    lines += _process_lines(node.processes)
-    if node.head:
-        lines += ["", echo_line(f"serving {plan.model_name} at {plan.endpoint}/v1 "
-                                "(Ctrl-C or SIGTERM stops this node)")]
-    else:
-        lines += ["", echo_line(f"node {node.name} ready (Ctrl-C or SIGTERM stops this node)")]
-    lines += ["wait -n", ""]
+    lines += [
+        "# The agent reads cluster-plan.json and topology.json beside this script, makes the",
+        "# mocker's model card if it is missing, and stops this node's processes in order on",
+        "# Ctrl-C or SIGTERM." + ("" if node.head else " It first waits for etcd and NATS on "
+                                                      "the head node."),
+        f"exec python3 -m dis_serve agent --node {word(node.name)} \"$RUN_DIR\"",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -163,8 +121,10 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                      + (", ".join(p.name for p in node.processes) or "nothing"))
     lines += [
         "",
-        "The other nodes wait for etcd and NATS on the head node, so after the first you may",
-        "start them in any order, at once. Each script waits until its processes are ready.",
+        "Each script runs `python3 -m dis_serve agent`: dis-serve must be installed for the",
+        "python3 on every node's PATH. The agents on the other nodes wait for etcd and NATS on",
+        "the head node, so you may start every script at once; each agent restarts its",
+        "node's processes when they crash and writes its view to state-<node>.json.",
         f"The OpenAI endpoint is {readable(plan.endpoint)}/v1 once every worker has "
         "registered.",
         "",
@@ -182,14 +142,18 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       "node; it is never written into these files."]
     if plan.needs_model_card:
         lines += ["", "The mocker reads a tokenizer-only model card at "
-                      f"{readable(plan.model_path)} (`dis-serve up` makes one)."]
+                      f"{readable(plan.model_path)}; each node's agent makes it there if it "
+                      "is missing."]
     return "\n".join(lines) + "\n"
 
 
 def render_hosts_files(topo: Topology) -> dict[str, str]:
-    """`node-<name>.sh` for every node and the README, relative to the hosts directory."""
+    """`node-<name>.sh` for every node, the README, the cluster plan and the topology the
+    agents read, relative to the hosts directory."""
     plan = render_hosts_plan(topo)
     files = {f"node-{node.name}.sh": render_node_script(topo, plan, node)
              for node in plan.nodes}
     files["README.md"] = render_readme(topo, plan)
+    files[CLUSTER_PLAN_FILE] = plan.model_dump_json(indent=2) + "\n"
+    files["topology.json"] = topo.model_dump_json(indent=2) + "\n"
     return files

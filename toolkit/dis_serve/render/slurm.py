@@ -1,32 +1,20 @@
 """Placement `slurm` -> one sbatch script for the whole graph.
 
 The job resolves its nodes from the allocation (the first is the head) and each node's
-cluster-facing address on the node itself; starts etcd, NATS and the frontend on the head
-and each worker as an `srun` step on its node (GPUs per step, container flags when an image
-is given); waits until everything is ready; writes the endpoint URL to `endpoint` in the run
-directory; and stops every step, frontend first, on scancel, time limit or when one exits.
-Pure: text out.
+cluster-facing address on the node itself (written to `addresses` in the run directory),
+then starts one `dis-serve agent` per node as an `srun` step (container flags when an image
+is given). The agents do the rest (launch/agent.py): start, wait within the model's startup
+budget, heal and stop each node's processes; the head's writes `endpoint` once every worker
+is registered. On scancel or the time limit the script passes SIGTERM to every agent. No
+wait, restart or stop logic lives in bash. Pure: text out.
 """
 
 from __future__ import annotations
 
 from ..topology import SlurmPlacement, Topology
-from .cluster_plan import ClusterContext, ClusterPlan, render_cluster_plan
+from .cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
 from .hosts import nats_config_lines, token_lines
-from .launch_plan import ProcessSpec
-from .shell_words import (
-    command_words,
-    comment,
-    echo_line,
-    pid_line,
-    private_files_lines,
-    runtime,
-    stop_function,
-    tcp_check,
-    wait_line,
-    wait_ready_function,
-    word,
-)
+from .shell_words import comment, echo_line, private_files_lines, runtime, word
 
 ENDPOINT_FILE = "endpoint"
 # NODE_ADDR_<i>=<address> per line: what `dis-serve up` probes the processes at.
@@ -75,16 +63,15 @@ def _sbatch_lines(topo: Topology) -> list[str]:
     return [f"#SBATCH {option}" for option in options]
 
 
-def _srun_words(topo: Topology, spec: ProcessSpec) -> str:
-    """`srun` for one step on its node. Every step shares the node's CPUs with the others
-    (--overlap): a GPU worker sees the job's GPUs on its node and CUDA_VISIBLE_DEVICES picks
-    its own, as on the hosts target, so no step waits for CPUs another holds; etcd, NATS and
-    the frontend take no GPU (--gres=none)."""
+def _srun_words(topo: Topology, node: NodeProcesses) -> str:
+    """`srun` for the agent step of one node. The step shares the node's CPUs with the
+    processes it starts (--overlap) and sees the node's GPUs (CUDA_VISIBLE_DEVICES picks
+    each worker's, as on the hosts target); a node without workers takes no GPU."""
     slurm = slurm_settings(topo)
-    words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{spec.node}]}}"',
-             f"--job-name={word(spec.name)}", f'--output="$LOGS/{spec.name}.log"',
-             "--overlap"]
-    if topo.backend.needs_gpu and not spec.gpus:
+    words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{node.index}]}}"',
+             f"--job-name={word('agent-' + node.name)}",
+             f'--output="$LOGS/agent-{node.name}.log"', "--overlap"]
+    if topo.backend.needs_gpu and not any(spec.gpus for spec in node.processes):
         words.append("--gres=none")
     if slurm.container_image:
         mounts = [*slurm.container_mounts, f"{runtime('RUN_DIR')}:{runtime('RUN_DIR')}"]
@@ -129,22 +116,28 @@ def _resolve_lines(topo: Topology) -> list[str]:
     return lines
 
 
-def _step_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
-    processes = [p for node in plan.nodes for p in node.processes]
-    infra = [p for p in processes if p.kind.is_coordination]
-    dynamo = [p for p in processes if p not in infra]
-    lines: list[str] = []
-    for spec in infra:
-        lines += ["", f"# {spec.name} on the head node",
-                  f"{_srun_words(topo, spec)} {command_words(spec)} &", pid_line(spec)]
-    # Dynamo needs etcd and NATS to accept connections, not etcd's election to be over.
-    lines += [wait_line(spec, tcp_check(plan.head.address, spec.ports["client"]))
-              for spec in infra]
-    for spec in dynamo:
-        where = f"node {spec.node}" + (f", {len(spec.gpus)} GPUs" if spec.gpus else "")
-        lines += ["", f"# {spec.name} ({where})",
-                  f"{_srun_words(topo, spec)} {command_words(spec)} &", pid_line(spec)]
-    lines += ["", *(wait_line(spec) for spec in dynamo)]
+def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
+    """One agent per node (`dis-serve agent`), which starts, waits for, heals and stops that
+    node's processes; this script only starts them and passes scancel's SIGTERM on."""
+    lines = ["", "AGENTS=()"]
+    for node in plan.nodes:
+        names = ", ".join(p.name for p in node.processes) or "nothing"
+        lines += [f"# {node.name}: {names}",
+                  f"{_srun_words(topo, node)} {word(python)} -m dis_serve "
+                  f"agent --node {word(node.name)} \"$RUN_DIR\" &",
+                  "AGENTS+=($!)"]
+    lines += [
+        "",
+        "# scancel --batch --signal=TERM (dis-serve down) or the time limit: each agent stops "
+        "its node in order.",
+        'stop_agents() { trap - TERM INT; kill -TERM "${AGENTS[@]}" 2>/dev/null || true; wait; }',
+        "trap stop_agents TERM INT",
+        echo_line(f"agents started on {len(plan.nodes)} nodes; {plan.endpoint} once "
+                  f"{ENDPOINT_FILE} in the run directory exists"),
+        "# The job runs while any agent does: a node whose agent stopped leaves the graph "
+        "degraded, not gone.",
+        "wait",
+    ]
     return lines
 
 
@@ -169,8 +162,6 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
         'LOGS="$RUN_DIR/logs"',
         f'mkdir -p "$LOGS"; rm -f "$RUN_DIR/{ENDPOINT_FILE}" "$RUN_DIR/{ADDRESSES_FILE}"',
         *token_lines(topo.coordination.nats.auth),
-        *stop_function(),
-        *wait_ready_function(),
         *_resolve_lines(topo),
     ]
     if plan.needs_model_card:
@@ -178,12 +169,5 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
                      f"{comment(plan.model_path)} (`dis-serve up` makes one).")
     if topo.coordination.nats.auth is not None:
         lines += nats_config_lines()
-    lines += _step_lines(topo, plan)
-    lines += [
-        "",
-        f"{echo_line(plan.endpoint)} > \"$RUN_DIR/{ENDPOINT_FILE}\"",
-        echo_line(f"serving {plan.model_name} at {plan.endpoint}/v1"),
-        "wait -n",
-        "",
-    ]
+    lines += [*_agent_lines(topo, plan, python), ""]
     return "\n".join(lines)

@@ -4,50 +4,10 @@
 set -euo pipefail
 umask 077
 RUN_DIR="${DIS_SERVE_RUN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
-LOGS="$RUN_DIR/logs"
-mkdir -p "$LOGS"
 : "${HEAD_ADDRESS:?set HEAD_ADDRESS to the cluster address of the head node}"
 : "${NODE_ADDRESS:?set NODE_ADDRESS to the cluster address of the node this script runs on}"
-PIDS=()
-INFRA_PIDS=()
-stop_pids() {  # PID...: SIGTERM in reverse order, wait, SIGKILL what is left
-  local pids=("$@") i alive
-  for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
-  for _ in $(seq 1 50); do
-    alive=0; for i in "${pids[@]}"; do kill -0 "$i" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break; sleep 0.1
-  done
-  for i in "${pids[@]}"; do kill -KILL "$i" 2>/dev/null || true; done
-}
-stop_all() {
-  trap - EXIT
-  stop_pids "${PIDS[@]}"
-  stop_pids "${INFRA_PIDS[@]}"
-}
-trap stop_all EXIT
-trap 'exit 143' INT TERM
-wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
-  for _ in $(seq 1 3000); do
-    if eval "$2"; then echo "ready: $1"; return 0; fi
-    sleep 0.1
-  done
-  echo "not ready after 300 s: $1 (see $LOGS/$1.log)" >&2; exit 1
-}
-
-# etcd and NATS run on the head node: start its script first
-wait_ready etcd 'curl -fsS -o /dev/null http://"${HEAD_ADDRESS}":2379/health'
-wait_ready nats '(exec 3<>/dev/tcp/"${HEAD_ADDRESS}"/4222) 2>/dev/null'
-
-# decode-0 (GPUs 0,1,2,3)
-env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST="${NODE_ADDRESS}" DYN_NAMESPACE=dis-serve-llama70b-disagg DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST="${NODE_ADDRESS}" DYN_SYSTEM_PORT=9102 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST="${NODE_ADDRESS}" DYN_TCP_RPC_HOST="${NODE_ADDRESS}" ETCD_ENDPOINTS=http://"${HEAD_ADDRESS}":2379 HF_HUB_OFFLINE=1 NATS_SERVER=nats://"${HEAD_ADDRESS}":4222 TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg --disaggregation-mode decode --extra-engine-args "${RUN_DIR}"/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 >"$LOGS/decode-0.log" 2>&1 &
-PIDS+=($!)
-
-# decode-1 (GPUs 4,5,6,7)
-env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST="${NODE_ADDRESS}" DYN_NAMESPACE=dis-serve-llama70b-disagg DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST="${NODE_ADDRESS}" DYN_SYSTEM_PORT=9103 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST="${NODE_ADDRESS}" DYN_TCP_RPC_HOST="${NODE_ADDRESS}" ETCD_ENDPOINTS=http://"${HEAD_ADDRESS}":2379 HF_HUB_OFFLINE=1 NATS_SERVER=nats://"${HEAD_ADDRESS}":4222 TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg --disaggregation-mode decode --extra-engine-args "${RUN_DIR}"/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 >"$LOGS/decode-1.log" 2>&1 &
-PIDS+=($!)
-
-wait_ready decode-0 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9102/health'
-wait_ready decode-1 'curl -fsS -o /dev/null http://"${NODE_ADDRESS}":9103/health'
-
-echo 'node node1 ready (Ctrl-C or SIGTERM stops this node)'
-wait -n
+export HEAD_ADDRESS NODE_ADDRESS
+# The agent reads cluster-plan.json and topology.json beside this script, makes the
+# mocker's model card if it is missing, and stops this node's processes in order on
+# Ctrl-C or SIGTERM. It first waits for etcd and NATS on the head node.
+exec python3 -m dis_serve agent --node node1 "$RUN_DIR"

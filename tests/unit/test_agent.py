@@ -1,0 +1,63 @@
+"""The node agent's share of a multi-node graph (launch/agent.py): which processes, at which
+addresses, and where its files go. No processes are started here."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import GRAPHS
+from dis_serve.errors import UserInputError
+from dis_serve.launch.agent import NodeRunDir, node_launch_plan, runtime_values
+from dis_serve.render.slurm import ADDRESSES_FILE, render_slurm_plan
+from dis_serve.topology import Topology
+from dis_serve.yaml_input import load_model_file
+
+THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+ADDRESSES = "NODE_ADDR_0=198.18.0.11\nNODE_ADDR_1=198.18.0.12\nNODE_ADDR_2=198.18.0.13\n"
+
+
+def _plans(tmp_path, node: str):
+    plan = render_slurm_plan(THREE_NODES, run_dir=str(tmp_path))
+    (tmp_path / ADDRESSES_FILE).write_text(ADDRESSES)
+    values = runtime_values(plan, node, tmp_path, environ={})
+    return node_launch_plan(plan, node, values, tmp_path, THREE_NODES)
+
+
+def test_a_worker_nodes_agent_runs_only_its_own_worker_at_its_own_address(tmp_path):
+    own, whole = _plans(tmp_path, "node2")
+    assert [p.name for p in own.processes] == ["decode-1"]
+    decode = own.processes[0]
+    assert decode.env["DYN_TCP_RPC_HOST"] == "198.18.0.13"
+    assert decode.env["ETCD_ENDPOINTS"] == "http://198.18.0.11:2379"
+    assert decode.readiness.url == "http://198.18.0.13:9102/health"
+    assert own.endpoint == whole.endpoint == "http://198.18.0.11:8000"
+    assert len(whole.processes) == 6
+
+
+def test_the_head_nodes_agent_runs_etcd_nats_the_frontend_and_its_worker(tmp_path):
+    own, _ = _plans(tmp_path, "node0")
+    assert [p.name for p in own.processes] == ["etcd", "nats", "frontend", "prefill-0"]
+
+
+def test_the_agent_supervises_with_the_topologys_policies(tmp_path):
+    own, _ = _plans(tmp_path, "node1")
+    assert own.supervision == THREE_NODES.supervision
+
+
+def test_an_unknown_node_is_one_line_naming_the_nodes(tmp_path):
+    with pytest.raises(UserInputError, match=r"no node .node7. .*node0, node1, node2"):
+        _plans(tmp_path, "node7")
+
+
+def test_an_address_the_job_did_not_find_names_the_variable(tmp_path):
+    plan = render_slurm_plan(THREE_NODES, run_dir=str(tmp_path))
+    with pytest.raises(UserInputError, match="NODE_ADDR_0"):
+        runtime_values(plan, "node1", tmp_path, environ={})
+
+
+def test_each_node_has_its_own_plan_state_and_log_beside_the_others(tmp_path):
+    run = NodeRunDir(tmp_path, "node1")
+    assert run.plan_file.name == "plan-node1.json"
+    assert run.state_file.name == "state-node1.json"
+    assert run.supervisor_log.name == "agent-node1.log"
+    assert run.log_file("decode-0").name == "decode-0.log"
