@@ -30,7 +30,7 @@ def test_render_hosts_writes_a_script_per_node_and_the_readme(run_cli, tmp_path)
                      "--out", tmp_path)
     assert result.exit_code == 0, result.stderr
     written = sorted(p.name for p in (tmp_path / "hosts").iterdir())
-    assert written == ["README.md", "node-head.sh", "node-workers.sh"]
+    assert written == ["README.md", "node-head.sh", "node-workers.sh", "observability"]
     assert (tmp_path / "hosts" / "node-head.sh").stat().st_mode & 0o111
     assert "follow its README.md" in result.stdout
 
