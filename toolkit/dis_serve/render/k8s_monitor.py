@@ -8,8 +8,9 @@ What the selectors rely on, from Dynamo's own sources:
   DGD is annotated nvidia.com/enable-metrics: "false"): KubeLabelMetricsEnabled in
   Dynamo's deploy/operator/internal/consts/consts.go;
 - the frontend serves /metrics on its port named `http`, workers on `system`: the platform
-  chart's own PodMonitors (deploy/cloud/helm/platform/components/operator/templates/
-  prometheus.yaml) and docs/kubernetes/observability/metrics.md select exactly these;
+  chart's own PodMonitors (deploy/helm/charts/platform/components/operator/templates/
+  prometheus.yaml, formerly under deploy/cloud/helm/) and docs/kubernetes/observability/
+  metrics.md select exactly these, and workers by type In (worker, decode, prefill);
 - prefill and decode pods carry either their own type or `worker` with
   nvidia.com/dynamo-sub-component-type, depending on the operator's version (k8s_network).
 Pure: returns Python objects.
@@ -83,5 +84,8 @@ def monitor_notes(topo: Topology) -> list[str]:
         f"kubernetes.metrics_namespaces (now: {allowed}); add the one Prometheus runs in.",
         "Dynamo's platform chart installs cluster-wide dynamo-frontend and dynamo-worker "
         "PodMonitors when the Prometheus Operator is present; with those too every series "
-        "is scraped twice (under another job): keep one of the two.",
+        "is scraped twice (under another job): install the chart with "
+        "dynamo.metrics.podMonitors.enabled=false where it has that value, or do not apply "
+        "this file (its series then lack the graph, pool and process labels the dashboards "
+        "group by).",
     ]
