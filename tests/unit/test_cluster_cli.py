@@ -31,7 +31,7 @@ def test_render_hosts_writes_a_script_per_node_and_the_readme(run_cli, tmp_path)
     assert result.exit_code == 0, result.stderr
     written = sorted(p.name for p in (tmp_path / "hosts").iterdir())
     assert written == ["README.md", "cluster-plan.json", "node-head.sh", "node-workers.sh",
-                       "topology.json"]
+                       "observability", "topology.json"]
     assert (tmp_path / "hosts" / "node-head.sh").stat().st_mode & 0o111
     assert "follow its README.md" in result.stdout
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from ..errors import UserInputError
+
+if TYPE_CHECKING:
+    from ..render.target_files import Target
+    from ..topology import Topology
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -73,8 +77,7 @@ def render(
     topo = load_model_file(Topology, file)
     out_dir = out.resolve()
     result = render_target(topo, chosen, out_dir, source=str(file))
-    files = result.files | (_observability_files(result.files)
-                            if chosen.includes(Target.LOCAL) else {})
+    files = result.files | _observability_files(result.files, topo, chosen)
     for path in write_files(files, out_dir):
         console.print(f"wrote {path}", markup=False)
     for warning in result.warnings:
@@ -82,8 +85,9 @@ def render(
     for step in result.first_steps:
         console.print(f"first: {step}", markup=False)
     if chosen.includes(Target.K8S):
-        console.print(f"next: kubectl apply -f {out_dir / 'k8s' / 'deployment.yaml'}",
-                      markup=False)
+        console.print(f"next: kubectl apply -f {out_dir / 'k8s' / 'deployment.yaml'} "
+                      f"(and {out_dir / 'k8s' / 'podmonitor.yaml'} where a Prometheus "
+                      "Operator runs)", markup=False)
     if chosen.wanted(Target.HOSTS, topo):
         console.print(f"next: copy {out_dir / 'hosts'} to every node and follow its "
                       "README.md", markup=False)
@@ -94,14 +98,29 @@ def render(
         console.print(f"next: dis-serve up {file}", markup=False)
 
 
-def _observability_files(files: dict[str, str]) -> dict[str, str]:
-    """Prometheus config and Grafana dashboards for the local plan, under local/observability."""
+def _observability_files(files: dict[str, str], topo: Topology,
+                         chosen: Target) -> dict[str, str]:
+    """Prometheus config and Grafana dashboards beside each rendered launch: the local plan's
+    under local/observability (static targets); hosts' and Slurm's under <target>/observability
+    (file-based discovery of targets/<node>.json, written once the nodes' addresses are known)."""
+    from ..observe.cluster_targets import render_cluster_observability
     from ..observe.prometheus_config import render_observability
+    from ..render.hosts import render_hosts_plan
     from ..render.launch_plan import LaunchPlan
+    from ..render.slurm import render_slurm_plan
+    from ..render.target_files import Target
 
-    plan = LaunchPlan.model_validate_json(files["local/launch-plan.json"])
-    return {f"local/observability/{path}": text
-            for path, text in render_observability(plan).items()}
+    out: dict[str, str] = {}
+    if chosen.includes(Target.LOCAL):
+        plan = LaunchPlan.model_validate_json(files["local/launch-plan.json"])
+        out |= {f"local/observability/{path}": text
+                for path, text in render_observability(plan).items()}
+    for target, cluster_plan in ((Target.HOSTS, render_hosts_plan),
+                                 (Target.SLURM, render_slurm_plan)):
+        if chosen.wanted(target, topo):
+            out |= {f"{target.value}/observability/{path}": text
+                    for path, text in render_cluster_observability(cluster_plan(topo)).items()}
+    return out
 
 
 def schema(

@@ -85,14 +85,15 @@ PANELS: tuple[Panel, ...] = (
 )
 
 
-def _host_port(url: str) -> str:
+def host_port(url: str) -> str:
+    """`host:port` of a URL."""
     return url.split("://", 1)[-1].split("/", 1)[0]
 
 
 def scrape_targets(plan: LaunchPlan) -> list[dict]:
     """One static target per process serving `/metrics`: the frontend and every worker."""
-    host = _host_port(plan.endpoint).rsplit(":", 1)[0]
-    targets = [{"targets": [_host_port(plan.endpoint)],
+    host = host_port(plan.endpoint).rsplit(":", 1)[0]
+    targets = [{"targets": [host_port(plan.endpoint)],
                 "labels": {"graph": plan.name, "process": "frontend", "pool": "frontend"}}]
     for worker in plan.processes:
         if worker.kind is not ProcessKind.WORKER or worker.role is None:
@@ -126,10 +127,11 @@ def dashboard(graph: str) -> dict:
             "tags": ["dis-serve", "dynamo"]}
 
 
-def render_observability(plan: LaunchPlan, prometheus_port: int = DEFAULT_PROMETHEUS_PORT,
-                         dashboards_dir: str = "grafana/dashboards") -> dict[str, str]:
-    """Relative path -> text. `dashboards_dir` is where Grafana will find the dashboards
-    (its provisioning names a directory; relative paths are Grafana's working directory)."""
+def grafana_files(graph: str, prometheus_port: int = DEFAULT_PROMETHEUS_PORT,
+                  dashboards_dir: str = "grafana/dashboards") -> dict[str, str]:
+    """The dashboard and its provisioning, relative path -> text. `dashboards_dir` is where
+    Grafana will find the dashboards (its provisioning names a directory; relative paths are
+    Grafana's working directory)."""
     datasource = {"apiVersion": 1, "datasources": [{
         "name": "Prometheus", "uid": "dis-serve-prometheus", "type": "prometheus",
         "access": "proxy", "url": f"http://127.0.0.1:{prometheus_port}", "isDefault": True}]}
@@ -137,11 +139,18 @@ def render_observability(plan: LaunchPlan, prometheus_port: int = DEFAULT_PROMET
         "name": "dis-serve", "type": "file", "allowUiUpdates": False,
         "options": {"path": dashboards_dir}}]}
     return {
-        PROMETHEUS_FILE: yaml.safe_dump(prometheus_config(plan), sort_keys=False),
-        f"grafana/dashboards/dis-serve-{plan.name}.json":
-            json.dumps(dashboard(plan.name), indent=2) + "\n",
+        f"grafana/dashboards/dis-serve-{graph}.json":
+            json.dumps(dashboard(graph), indent=2) + "\n",
         "grafana/provisioning/dashboards/dis-serve.yml": yaml.safe_dump(provider,
                                                                         sort_keys=False),
         "grafana/provisioning/datasources/prometheus.yml": yaml.safe_dump(datasource,
                                                                           sort_keys=False),
     }
+
+
+def render_observability(plan: LaunchPlan, prometheus_port: int = DEFAULT_PROMETHEUS_PORT,
+                         dashboards_dir: str = "grafana/dashboards") -> dict[str, str]:
+    """Relative path -> text: prometheus.yml with every process as a static target, and
+    `grafana_files`."""
+    return {PROMETHEUS_FILE: yaml.safe_dump(prometheus_config(plan), sort_keys=False),
+            **grafana_files(plan.name, prometheus_port, dashboards_dir)}

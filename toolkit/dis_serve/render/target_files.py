@@ -15,6 +15,7 @@ from ..topology import Topology
 from .engine_config import dump_engine_config, engine_config_path, render_engine_configs
 from .hosts import render_hosts_files
 from .k8s import apply_prerequisites, apply_warnings, operator_notes, render_manifests
+from .k8s_monitor import monitor_notes, render_pod_monitors
 from .launch_plan import RenderContext, render_launch_plan
 from .shell_script import render_shell_script
 from .slurm import render_sbatch_script
@@ -32,13 +33,15 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _ManifestDumper.add_representer(str, _represent_str)
 
 
-def dump_manifests(docs: list[dict], notes: list[str] = ()) -> str:
-    """The documents as one multi-document YAML file, `notes` as its leading comment."""
+def dump_manifests(docs: list[dict], notes: list[str] = (),
+                   heading: str = "What Dynamo's operator does with these manifests:") -> str:
+    """The documents as one multi-document YAML file, `notes` under `heading` as its leading
+    comment."""
     header = "".join(textwrap.fill(note, width=98, initial_indent="# - ",
                                    subsequent_indent="#   ", break_on_hyphens=False,
                                    break_long_words=False) + "\n" for note in notes)
     if header:
-        header = "# What Dynamo's operator does with these manifests:\n" + header
+        header = f"# {heading}\n" + header
     return header + yaml.dump_all(docs, Dumper=_ManifestDumper, sort_keys=False,
                                   default_flow_style=False)
 
@@ -81,6 +84,9 @@ def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str
     if target.includes(Target.K8S):
         files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo),
                                                       operator_notes(topo))
+        files["k8s/podmonitor.yaml"] = dump_manifests(
+            render_pod_monitors(topo), monitor_notes(topo),
+            heading="Where a Prometheus Operator runs (kubectl apply -f podmonitor.yaml):")
     if target.wanted(Target.HOSTS, topo):
         files |= {f"hosts/{name}": text for name, text in render_hosts_files(topo).items()}
         files |= _engine_config_files(topo, "hosts")
