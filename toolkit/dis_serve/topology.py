@@ -307,6 +307,18 @@ class Model(_Strict):
         default=4096, gt=0, description="Longest prompt the graph must accept, in tokens.")
     max_output_tokens: int = Field(
         default=1024, gt=0, description="Longest completion the graph must produce, in tokens.")
+    revision: Revision = Field(
+        default="main",
+        description="Hugging Face revision of model.id that gets downloaded (the Kubernetes "
+                    "download Job). A commit hash pins the weights; `main` is whatever the "
+                    "repository holds when the download runs (validate warns).")
+    path: str | None = Field(
+        default=None, min_length=1,
+        description="Checkpoint directory on storage every node shares (hosts and Slurm): "
+                    "the workers load it as --model, inside a container it is mounted at "
+                    "the same path, and each node checks config.json and the weights are "
+                    "there before its workers start. Default: model.id through the Hugging "
+                    "Face cache.")
 
     @model_validator(mode="after")
     def _check_names(self) -> Model:
@@ -691,12 +703,17 @@ class ModelCache(_Strict):
         default=None, min_length=1,
         description="StorageClass of the claim; it must offer ReadWriteMany (worker pods on "
                     "several nodes mount it). Default: the cluster's default class.")
-    revision: Revision | None = Field(
-        default=None,
-        description="Hugging Face revision the download Job fetches (a commit pins it).")
     hf_token_secret: K8sName = Field(
         default="hf-token-secret",
         description="Secret with HF_TOKEN, read by the download Job only.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _revision_moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "revision" in data:
+            raise ValueError("kubernetes.model_cache.revision moved to model.revision (every "
+                             "target reads it); write it there")
+        return data
 
 
 class ServiceExposure(StrEnum):
