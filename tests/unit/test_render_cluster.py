@@ -38,7 +38,7 @@ def test_no_process_of_the_70b_graph_points_at_loopback_in_slurm_or_hosts_script
 def test_each_slurm_worker_runs_on_its_node_and_finds_etcd_and_nats_on_the_head():
     script = render_sbatch_script(DISAGG_70B)
     decode_9 = _lines(script, "--job-name=decode-9 ")[0]
-    assert '--nodelist="${NODES[5]}"' in decode_9
+    assert '--nodelist="${NODE_5}"' in decode_9 and 'NODE_5="${NODES[5]}"' in script
     assert 'DYN_TCP_RPC_HOST="${NODE_ADDR_5}"' in decode_9
     assert 'ETCD_ENDPOINTS=http://"${NODE_ADDR_0}":2379' in decode_9
     assert 'NATS_SERVER=nats://"${NODE_ADDR_0}":4222' in decode_9
@@ -71,25 +71,30 @@ def test_the_readme_lists_the_head_node_first():
     assert readme.index("node-head.sh") < readme.index("node-workers.sh")
 
 
-def test_a_container_image_gives_every_step_pyxis_flags_and_mounts_the_run_directory():
+def test_a_container_image_gives_every_step_pyxis_flags_and_mounts_run_dir_and_checkpoint():
     topo = _with(DISAGG_70B, placement={"slurm": {
-        "container_image": "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.6.1",
-        "container_mounts": ["/lustre/models:/models"]}})
-    steps = _lines(render_sbatch_script(topo), "srun --nodes=1 --ntasks=1 --nodelist=")
-    assert steps and all(
-        "--container-image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.6.1" in s
-        and '--container-mounts="/lustre/models:/models,$RUN_DIR:$RUN_DIR"' in s
-        for s in steps)
+        "container_image": "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1",
+        "container_mounts": ["/scratch:/scratch"]}})
+    steps = [s for s in _lines(render_sbatch_script(topo), "--job-name=")
+             if s.startswith("srun ")]
+    mounts = ('--container-mounts=/scratch:/scratch,"${RUN_DIR}":"${RUN_DIR}",'
+              f"{topo.model.path}:{topo.model.path}")
+    assert len(steps) == 2 + 1 + 12  # etcd, NATS, frontend, 12 workers
+    for step in steps:
+        assert "--container-image=nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1" in step
+        assert "--no-container-entrypoint --no-container-mount-home" in step
+        assert mounts in step
 
 
 def test_sbatch_options_come_from_the_placement():
     topo = _with(DISAGG_70B, placement={"slurm": {
         "partition": "h100", "account": "infer", "time_limit": "1-00:00:00",
-        "sbatch_extra": ["--exclusive"]}})
+        "container_image": "none", "sbatch_extra": ["--qos=high", "--exclusive"]}})
     script = render_sbatch_script(topo)
     for line in ("#SBATCH --partition=h100", "#SBATCH --account=infer",
-                 "#SBATCH --time=1-00:00:00", "#SBATCH --exclusive"):
+                 "#SBATCH --time=1-00:00:00", "#SBATCH --qos=high"):
         assert line in script.splitlines()
+    assert script.count("#SBATCH --exclusive") == 1
 
 
 def test_a_nats_token_is_read_at_run_time_and_never_written_into_a_script():

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..atomic_file import write_atomic
 from ..errors import PreflightError, RunError
 from ..render.cluster_plan import ClusterPlan
+from ..render.mpi_launch import container_image
 from ..render.slurm import (
     ADDRESSES_FILE,
     ENDPOINT_FILE,
@@ -22,7 +23,6 @@ from ..render.slurm import (
     STARTED_FILE,
     render_sbatch_script,
     render_slurm_plan,
-    slurm_settings,
 )
 from ..topology import PlacementKind, Topology
 from .graph import local_model_dir, write_worker_inputs
@@ -53,7 +53,7 @@ def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
     run.remove(_EPHEMERAL)
     run.prepare()
     root = str(run.path)
-    in_container = slurm_settings(topo).container_image is not None
+    in_container = container_image(topo) is not None
     kwargs: dict[str, str | None] = {"model_path": local_model_dir(topo)}
     if not in_container:
         binaries = find_binaries(topo)

@@ -74,6 +74,8 @@ class ClusterPlan(BaseModel):
 def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
     if ctx.model_path is not None:
         return ctx.model_path, False
+    if topo.model.path is not None:  # the checkpoint on shared storage (NVIDIA's way)
+        return topo.model.path, False
     if topo.backend is Backend.MOCKER:
         return f"{ctx.run_dir}/model-card", True
     return topo.model.id, False

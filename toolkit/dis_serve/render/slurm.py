@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import shlex
 
-from ..topology import ProcessKind, SlurmPlacement, Topology
+from ..topology import Backend, ProcessKind, SlurmPlacement, Topology
 from .cluster_plan import ClusterContext, ClusterPlan, render_cluster_plan
 from .hosts import nats_config_lines, token_lines
 from .launch_plan import ProcessSpec
+from .mpi_launch import (
+    PYXIS_FLAGS,
+    container_image,
+    container_mounts,
+    uses_mpi_launch,
+    worker_launch_argv,
+)
 from .shell_words import (
+    checkpoint_check,
     command_words,
     pid_line,
     readable,
@@ -41,6 +49,10 @@ def node_address_var(index: int) -> str:
     return f"NODE_ADDR_{index}"
 
 
+def node_name_var(index: int) -> str:
+    return f"NODE_{index}"
+
+
 def slurm_settings(topo: Topology) -> SlurmPlacement:
     """The topology's Slurm settings, or Slurm's defaults for a graph placed elsewhere."""
     return topo.placement.slurm or SlurmPlacement()
@@ -59,18 +71,27 @@ def render_slurm_plan(topo: Topology, *, run_dir: str | None = None,
 
 def _sbatch_lines(topo: Topology) -> list[str]:
     slurm = slurm_settings(topo)
+    gpus = slurm.gpus_per_node
+    if gpus is None and topo.backend.needs_gpu:
+        gpus = topo.hardware.gpus_per_node
+    trtllm = topo.backend is Backend.TRTLLM
+    # TensorRT-LLM: a task slot per GPU for the workers' MPI ranks, as srt-slurm's
+    # templates/job_script_minimal.j2 asks for trtllm (--ntasks-per-node = GPUs per node).
+    tasks = gpus if trtllm and gpus else 1
     options = [f"--job-name={slurm.job_name or 'dis-serve-' + topo.name}",
-               f"--nodes={len(topo.node_gpus())}", "--ntasks-per-node=1",
+               f"--nodes={len(topo.node_gpus())}", f"--ntasks-per-node={tasks}",
                f"--time={slurm.time_limit}"]
     if slurm.partition:
         options.append(f"--partition={slurm.partition}")
     if slurm.account:
         options.append(f"--account={slurm.account}")
-    gpus = slurm.gpus_per_node
-    if gpus is None and topo.backend.needs_gpu:
-        gpus = topo.hardware.gpus_per_node
     if gpus:
         options.append(f"--gpus-per-node={gpus}")
+    if trtllm:
+        # Whole nodes: every CPU for the ranks' --cpus-per-task (srt-slurm's
+        # job_script_minimal.j2 --exclusive), and all of each node's memory (--mem=0, sbatch's
+        # "all memory"), where a per-CPU default would OOM-kill a 70B load.
+        options += [o for o in ("--exclusive", "--mem=0") if o not in slurm.sbatch_extra]
     options += slurm.sbatch_extra
     return [f"#SBATCH {option}" for option in options]
 
@@ -80,24 +101,16 @@ def _srun_words(topo: Topology, spec: ProcessSpec) -> str:
     (--overlap): a GPU worker sees the job's GPUs on its node and CUDA_VISIBLE_DEVICES picks
     its own, as on the hosts target, so no step waits for CPUs another holds; etcd, NATS and
     the frontend take no GPU (--gres=none)."""
-    slurm = slurm_settings(topo)
     words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{spec.node}]}}"',
              f"--job-name={shlex.quote(spec.name)}", f'--output="$LOGS/{spec.name}.log"',
              "--overlap"]
     if topo.backend.needs_gpu and not spec.gpus:
         words.append("--gres=none")
-    if slurm.container_image:
-        mounts = [*slurm.container_mounts, "$RUN_DIR:$RUN_DIR"]
-        words += [f"--container-image={shlex.quote(slurm.container_image)}",
-                  f'--container-mounts="{",".join(_mount(m) for m in mounts)}"']
+    if (image := container_image(topo)) is not None:
+        mounts = container_mounts(topo, runtime("RUN_DIR"))
+        words += [word(f"--container-image={image}"), *PYXIS_FLAGS,
+                  word(f"--container-mounts={','.join(mounts)}")]
     return " ".join(words)
-
-
-def _mount(mount: str) -> str:
-    # Inside double quotes: $RUN_DIR expands, a user's path is escaped character by character.
-    if mount == "$RUN_DIR:$RUN_DIR":
-        return mount
-    return "".join("\\" + c if c in '"$`\\' else c for c in mount)
 
 
 def _resolve_lines(topo: Topology) -> list[str]:
@@ -120,6 +133,7 @@ def _resolve_lines(topo: Topology) -> list[str]:
     ]
     for i in range(nodes):
         var = node_address_var(i)
+        lines.append(f'{node_name_var(i)}="${{NODES[{i}]}}"')
         lines.append(f'{var}="$(node_address "${{NODES[{i}]}}")"')
         check = f'[ -n "${{{var}}}" ]'
         if nodes > 1:
@@ -132,6 +146,33 @@ def _resolve_lines(topo: Topology) -> list[str]:
                                 for i in range(nodes))
                  + f' }} > "$RUN_DIR/{ADDRESSES_FILE}"')
     return lines
+
+
+def _checkpoint_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
+    """Before anything starts: model.path holds config.json and weights on every worker
+    node (shared storage seen the same everywhere), else one line naming node and path."""
+    path = topo.model.path
+    if path is None:
+        return []
+    nodes = sorted({p.node for node in plan.nodes for p in node.processes if p.role})
+    lines = ["", "# model.path on each worker node"]
+    for i in nodes:
+        node = f"${{{node_name_var(i)}}}"
+        problem = shlex.quote(f"model.path {path} has no config.json or no *.safetensors "
+                              "weights; put the checkpoint on storage every node mounts")
+        lines.append(f'srun --overlap --nodes=1 --ntasks=1 --gres=none --nodelist="{node}" bash -c '
+                     f'{shlex.quote(checkpoint_check(path))} || '
+                     f'{{ echo "node {node}:" {problem} >&2; exit 1; }}')
+    return lines
+
+
+def _worker_line(topo: Topology, spec: ProcessSpec) -> str:
+    if uses_mpi_launch(topo, spec):
+        argv = worker_launch_argv(topo, spec, node=runtime(node_name_var(spec.node)),
+                                  run_dir=runtime("RUN_DIR"),
+                                  log=f"{runtime('LOGS')}/{spec.name}.log")
+        return " ".join(word(w) for w in argv) + " &"
+    return f"{_srun_words(topo, spec)} {command_words(spec)} &"
 
 
 def _step_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
@@ -147,8 +188,9 @@ def _step_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
               for spec in infra]
     for spec in dynamo:
         where = f"node {spec.node}" + (f", {len(spec.gpus)} GPUs" if spec.gpus else "")
-        lines += ["", f"# {spec.name} ({where})",
-                  f"{_srun_words(topo, spec)} {command_words(spec)} &", pid_line(spec)]
+        if uses_mpi_launch(topo, spec):
+            where += f": {len(spec.gpus)} MPI ranks"
+        lines += ["", f"# {spec.name} ({where})", _worker_line(topo, spec), pid_line(spec)]
     lines += ["", *(wait_line(spec) for spec in dynamo)]
     return lines
 
@@ -157,6 +199,7 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
                          python: str = "python3", etcd_bin: str = "etcd",
                          nats_bin: str = "nats-server", model_path: str | None = None) -> str:
     """The sbatch script. `run_dir` None: the job runs where sbatch was called."""
+    container_image(topo)  # a TensorRT-LLM graph without an image stops here, with the fix
     plan = render_slurm_plan(topo, run_dir=run_dir, python=python, etcd_bin=etcd_bin,
                              nats_bin=nats_bin, model_path=model_path)
     where = (f"RUN_DIR={shlex.quote(run_dir)}" if run_dir is not None
@@ -182,6 +225,7 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
                      f"{readable(plan.model_path)} (`dis-serve up` makes one).")
     if topo.coordination.nats.auth is not None:
         lines += nats_config_lines()
+    lines += _checkpoint_lines(topo, plan)
     lines += _step_lines(topo, plan)
     lines += [
         "",
