@@ -15,7 +15,8 @@ the shape it was measured with: --input-words / --output-tokens. Run it under th
 
     flock /tmp/ds-integration.lock python benchmarks/frontend_cpu.py [--rates 2 5 10]
 
-Writes benchmarks/results/frontend_cpu.json (and, with --baseline, benchmarks/baselines/).
+Writes benchmarks/results/frontend_cpu.json; --baseline also records the run under its
+shape in benchmarks/baselines/frontend-cpu.json.
 """
 
 from __future__ import annotations
@@ -166,8 +167,13 @@ def main() -> None:
               "cpu_s_per_request_median": per_request}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "frontend_cpu.json").write_text(json.dumps(result, indent=2))
-    if args.baseline:
-        BASELINE.write_text(json.dumps(result, indent=2) + "\n")
+    if args.baseline:  # one run per shape; the sizing constants are fitted to these
+        baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {
+            "benchmark": "frontend_cpu", "command": "flock /tmp/ds-integration.lock python "
+            "benchmarks/frontend_cpu.py --input-words W --output-tokens T --baseline",
+            "runs": {}}
+        baseline["runs"][f"{args.input_words}x{args.output_tokens}"] = result
+        BASELINE.write_text(json.dumps(baseline, indent=2) + "\n")
     print(f"wrote {RESULTS / 'frontend_cpu.json'}" + (f" and {BASELINE}" if args.baseline else ""))
 
 

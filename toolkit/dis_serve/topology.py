@@ -439,6 +439,11 @@ class Frontend(_Strict):
     migration_limit: int = Field(
         default=3, ge=0, le=100,
         description="Times a request may move to another worker when its worker dies.")
+    planned_rate_per_s: float | None = Field(
+        default=None, gt=0, le=100_000,
+        description="Requests per second the graph is planned for (`dis-serve plan` writes "
+                    "its planned rate). Sizes the Kubernetes frontend's CPU from the measured "
+                    "CPU per request; unset: 4 CPUs.")
 
     @model_validator(mode="after")
     def _host_is_an_address(self) -> Frontend:
@@ -782,7 +787,8 @@ class Kubernetes(_Strict):
     security: PodSecurity = Field(default_factory=PodSecurity, description="Pod identity.")
     frontend_resources: ComputeResources = Field(
         default_factory=ComputeResources,
-        description="Frontend CPU/memory (default: 4 CPUs, 8Gi).")
+        description="Frontend CPU/memory (default: CPU from frontend.planned_rate_per_s, "
+                    "else 4 CPUs; 8Gi).")
     worker_resources: ComputeResources = Field(
         default_factory=ComputeResources,
         description="Worker CPU/memory (default: 8 CPUs and 32Gi per GPU, at least twice "
