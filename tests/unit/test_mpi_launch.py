@@ -130,3 +130,24 @@ def test_the_rank_module_override_replaces_only_the_python_module():
     stand_in = worker_launch_argv(DISAGG_70B, spec, rank_module="rank_probe", **args)
     differing = [(a, b) for a, b in zip(real, stand_in, strict=True) if a != b]
     assert differing == [("dynamo.trtllm", "rank_probe")]
+
+
+def test_each_hosts_worker_node_checks_the_checkpoint_and_locked_memory_first():
+    for name, text in render_hosts_files(DISAGG_70B).items():
+        if not name.endswith(".sh"):
+            continue
+        lines = text.splitlines()
+        check = next(i for i, line in enumerate(lines) if "config.json" in line)
+        memlock = next(i for i, line in enumerate(lines) if "ulimit -l" in line)
+        first_worker = next(i for i, line in enumerate(lines) if "dynamo.trtllm" in line)
+        assert check < first_worker and memlock < first_worker
+        assert f"node {name.removeprefix('node-').removesuffix('.sh')}:" in lines[check]
+
+
+def test_locked_memory_is_a_hard_stop_only_when_the_kv_cache_moves_over_rdma():
+    tcp = render_hosts_files(DISAGG_70B)["node-node1.sh"]
+    rdma = render_hosts_files(_with(DISAGG_70B, placement={"interconnect": "rdma"}))[
+        "node-node1.sh"]
+    memlock = next(line for line in tcp.splitlines() if "ulimit -l" in line)
+    assert "exit 1" not in memlock
+    assert "exit 1" in next(line for line in rdma.splitlines() if "ulimit -l" in line)

@@ -24,6 +24,7 @@ from .launch_plan import (
     worker_spec,
 )
 from .launch_plan import frontend_spec as _frontend_spec
+from .mpi_launch import NVIDIA_WORKER_ENV
 
 # The environment variable Dynamo's runtime reads the NATS token from.
 NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
@@ -133,7 +134,10 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
         target = node_target(topo, ctx, model_path, head_address, address)
         specs = _head_processes(topo, ctx, target, address) if node.head else []
         for slot in node.workers:
-            specs.append(worker_spec(topo, slot, target, ports[slot.name]))
+            spec = worker_spec(topo, slot, target, ports[slot.name])
+            if topo.backend is Backend.TRTLLM:  # NVIDIA's H100 worker environment
+                spec = spec.model_copy(update={"env": {**NVIDIA_WORKER_ENV, **spec.env}})
+            specs.append(spec)
         nodes.append(NodeProcesses(index=node.index, name=node.name, address=address,
                                    head=node.head, processes=specs))
     http_host = _frontend_host(topo, head_address)

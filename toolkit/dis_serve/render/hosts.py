@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 
 from ..placement import node_layout
-from ..topology import NatsAuth, Topology
+from ..topology import Backend, KvInterconnect, NatsAuth, Topology
 from .cluster_plan import (
     NATS_CONFIG,
     NATS_TOKEN_ENV,
@@ -22,6 +22,7 @@ from .cluster_plan import (
 )
 from .launch_plan import ProcessKind, ProcessSpec
 from .shell_words import (
+    checkpoint_check,
     command_words,
     pid_line,
     readable,
@@ -105,6 +106,27 @@ def _head_waits(plan: ClusterPlan) -> list[str]:
         if spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
 
 
+def _worker_node_checks(topo: Topology, node: NodeProcesses) -> list[str]:
+    """Before this node's TensorRT-LLM workers start: the checkpoint is where model.path
+    says, and memory may be locked (UCX and NIXL pin the KV-cache buffers they send;
+    NVIDIA runs TRT-LLM containers with `--ulimit memlock=-1`)."""
+    if topo.backend is not Backend.TRTLLM or not any(p.role for p in node.processes):
+        return []
+    lines = ["", "# before the workers start"]
+    if (path := topo.model.path) is not None:
+        problem = (f"node {node.name}: model.path {path} has no config.json or no "
+                   "*.safetensors weights; put the checkpoint on storage every node mounts")
+        lines.append(f"{checkpoint_check(path)} || "
+                     f"{{ echo {shlex.quote(problem)} >&2; exit 1; }}")
+    rdma = topo.placement.interconnect is KvInterconnect.RDMA
+    lines.append('if [ "$(ulimit -l)" != unlimited ]; then echo '
+                 + shlex.quote(f"node {node.name}: locked memory is limited to ") + '"$(ulimit -l)"'
+                 + shlex.quote(" KiB; UCX/NIXL pin KV-cache buffers: raise it (ulimit -l "
+                               "unlimited, or memlock in /etc/security/limits.conf)")
+                 + " >&2" + ("; exit 1" if rdma else "") + "; fi")
+    return lines
+
+
 def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -> str:
     names = ", ".join(p.name for p in node.processes) or "nothing"
     lines = [
@@ -130,6 +152,7 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         lines += nats_config_lines()
     if not node.head:
         lines += _head_waits(plan)
+    lines += _worker_node_checks(topo, node)
     lines += _process_lines(node.processes)
     if node.head:
         lines += ["", f"echo {word('serving ' + plan.model_name + ' at ' + plan.endpoint)}"

@@ -92,7 +92,9 @@ def uses_mpi_launch(topo: Topology, spec: ProcessSpec) -> bool:
 
 
 def worker_env(topo: Topology, spec: ProcessSpec) -> dict[str, str]:
-    env = {**NVIDIA_WORKER_ENV, **spec.env}
+    """The worker's own environment (NVIDIA_WORKER_ENV is in it: cluster_plan puts it in
+    every cluster target's TensorRT-LLM worker), and the site's UCX devices."""
+    env = dict(spec.env)
     slurm = topo.placement.slurm
     if slurm is not None and slurm.ucx_net_devices:
         env["UCX_NET_DEVICES"] = slurm.ucx_net_devices
