@@ -7,7 +7,9 @@ with every optional block switched on.
 
 from __future__ import annotations
 
+import json
 from importlib import resources
+from pathlib import Path
 
 import jinja2
 import pytest
@@ -147,3 +149,15 @@ def test_no_tracked_symlink_dangles():
                             text=True, check=True).stdout.splitlines()
     links = [REPO / line.split("\t", 1)[1] for line in listed if line.startswith("120000")]
     assert [link for link in links if not link.exists()] == []
+
+
+def test_every_local_workers_extra_engine_args_names_a_file_render_writes(tmp_path):
+    from dis_serve.render.target_files import Target, render_files
+
+    topo = load_model_file(Topology, GRAPHS / "llama8b-8gpu-disagg.yaml")
+    files = render_files(topo, Target.LOCAL, tmp_path)
+    plan = json.loads(files["local/launch-plan.json"])
+    named = {Path(w["argv"][w["argv"].index("--extra-engine-args") + 1]).relative_to(tmp_path)
+             for w in plan["processes"] if w["kind"] == "worker"}
+    assert named == {Path(f"local/engine-configs/{role}.yaml") for role in ("prefill", "decode")}
+    assert {str(path) for path in named} <= set(files)

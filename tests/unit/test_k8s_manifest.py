@@ -8,7 +8,7 @@ import yaml
 
 from conftest import GRAPHS, validate_manifest, validate_pod_template
 from dis_serve.render.k8s import config_map_name, operator_notes, render_manifests
-from dis_serve.render.output import dump_manifests
+from dis_serve.render.target_files import dump_manifests
 from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file

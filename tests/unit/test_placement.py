@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from conftest import GRAPHS
 from dis_serve.placement import kv_transfer_mib, node_layout, placement_warnings
+from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan
 from dis_serve.topology import PlacementKind, Topology
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())
@@ -35,6 +36,28 @@ def test_the_head_node_runs_etcd_nats_and_frontend_and_workers_pack_by_gpu_count
     assert head.processes == ["etcd", "nats", "frontend"]
     assert gpu1.processes == ["prefill-0", "decode-0"]
     assert [w.gpus for w in gpu1.workers] == [(0,), (1,)]
+
+
+EXTERNAL_ETCD_NO_NATS = {"etcd": {"mode": "external", "url": "http://10.0.0.9:2379"},
+                         "nats": {"mode": "off"}, "event_plane": "zmq"}
+
+
+def test_the_head_node_shows_no_etcd_or_nats_when_they_are_external_or_off():
+    topo = _topo(DEMO, TWO_HOSTS, hardware={"nodes": 2}, coordination=EXTERNAL_ETCD_NO_NATS)
+    head, _ = node_layout(topo)
+    assert head.processes == ["frontend"]
+
+
+@pytest.mark.parametrize("coordination", [
+    {}, EXTERNAL_ETCD_NO_NATS,
+    {"nats": {"mode": "external", "url": "nats://10.0.0.9:4222"}},
+], ids=["embedded", "external-etcd-no-nats", "external-nats"])
+def test_validate_shows_on_each_node_the_processes_its_script_starts(coordination):
+    topo = _topo(DEMO, TWO_HOSTS, hardware={"nodes": 2}, coordination=coordination)
+    plan = render_cluster_plan(topo, ClusterContext(
+        run_dir="/run/demo", node_addresses=["10.0.0.1", "10.0.0.2"]))
+    assert [n.processes for n in node_layout(topo)] == [
+        [p.name for p in node.processes] for node in plan.nodes]
 
 
 def test_the_70b_graph_on_slurm_puts_prefill_on_the_head_and_decode_on_five_nodes():

@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .sizing import kv_bytes_per_token
-from .topology import EtcdMode, KvInterconnect, NatsMode, PlacementKind, PoolRole, Topology
+from .topology import (
+    EtcdMode,
+    KvInterconnect,
+    NatsMode,
+    PlacementKind,
+    PoolRole,
+    ProcessKind,
+    Topology,
+    pack_gpus,
+)
 
 MIB = 1024**2
 # A reference point for the warning, not a measurement: a 25 Gb/s Ethernet link.
@@ -38,18 +47,26 @@ class NodeLayout:
     gpus: int
     head: bool
     workers: tuple[WorkerSlot, ...]
+    services: tuple[ProcessKind, ...] = ()
+    """The processes besides workers, in start order: on the head node the coordination
+    processes the graph runs itself (none when etcd and NATS are external) and the frontend."""
 
     @property
     def processes(self) -> list[str]:
-        infra = ["etcd", "nats", "frontend"] if self.head else []
-        return infra + [w.name for w in self.workers]
+        return [kind.value for kind in self.services] + [w.name for w in self.workers]
+
+
+def gpu_assignment(topo: Topology) -> dict[PoolRole, list[list[int]]]:
+    """Global GPU ids per worker of each pool (node n holds n*gpus_per_node ...): the pools'
+    explicit `gpu_ids`, else packed in pool order without splitting a worker across nodes."""
+    return pack_gpus(topo.active_pools(), topo.hardware.gpus_per_node, topo.node_gpus())
 
 
 def worker_slots(topo: Topology) -> list[WorkerSlot]:
     """Every worker with its node and local GPU ids, in pool order."""
     per_node = topo.hardware.gpus_per_node
     slots = []
-    for role, ids_per_worker in topo.gpu_assignment().items():
+    for role, ids_per_worker in gpu_assignment(topo).items():
         for index, ids in enumerate(ids_per_worker):
             slots.append(WorkerSlot(role=role, index=index, node=ids[0] // per_node,
                                     gpus=tuple(g % per_node for g in ids)))
@@ -65,6 +82,7 @@ def node_layout(topo: Topology) -> list[NodeLayout]:
     slots = worker_slots(topo)
     hosts = topo.placement.hosts
     head = head_index(topo)
+    services = (*topo.coordination.embedded, ProcessKind.FRONTEND)
     layout = []
     for index, gpus in enumerate(topo.node_gpus()):
         if hosts is not None:
@@ -75,7 +93,8 @@ def node_layout(topo: Topology) -> list[NodeLayout]:
             name, address = f"node{index}", "127.0.0.1"
         layout.append(NodeLayout(index=index, name=name, address=address, gpus=gpus,
                                  head=index == head,
-                                 workers=tuple(s for s in slots if s.node == index)))
+                                 workers=tuple(s for s in slots if s.node == index),
+                                 services=services if index == head else ()))
     return layout
 
 

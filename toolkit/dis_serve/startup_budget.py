@@ -44,3 +44,9 @@ def worker_startup_budget_s(topo: Topology) -> float:
         return MOCKER_BUDGET_S
     load = checkpoint_gb(topo) / CACHE_READ_GBPS + ENGINE_INIT_S
     return float(math.ceil(load * SAFETY_FACTOR / 10) * 10)
+
+
+def readiness_timeout_s(topo: Topology, requested: float | None = None) -> float:
+    """How long `up` (local, detached or Slurm) waits for the graph to be ready: what the
+    caller asked for, else (None or 0) the workers' startup budget."""
+    return requested or worker_startup_budget_s(topo)

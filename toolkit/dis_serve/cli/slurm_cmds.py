@@ -41,14 +41,14 @@ def up(topo: Topology, timeout: float | None, detach: bool) -> None:
     from ..launch.slurm_follow import follow_until_ready
     from ..launch.slurm_job import submit
     from ..launch.slurm_record import cancel
-    from ..startup_budget import worker_startup_budget_s
+    from ..startup_budget import readiness_timeout_s
 
     job = submit(topo)
     run = RunDir.for_graph(topo.name)
     console.print(f"submitted Slurm job {job.job_id} ({run.path})", markup=False)
     try:
         with Live(console=console, refresh_per_second=8) as live:
-            status = follow_until_ready(run, job, timeout or worker_startup_budget_s(topo),
+            status = follow_until_ready(run, job, readiness_timeout_s(topo, timeout),
                                         on_update=lambda s: live.update(slurm_table(s)))
         if not console.is_terminal:
             console.line()

@@ -59,7 +59,7 @@ def render(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("rendered"),
 ) -> None:
     """Write the graph as local launch files and/or a Kubernetes DynamoGraphDeployment."""
-    from ..render.output import Target, render_files, write_files
+    from ..render.target_files import Target, render_files, write_files
     from ..topology import Topology
     from ..yaml_input import load_model_file
 

@@ -32,11 +32,6 @@ def subject_prefix(namespace: str) -> str:
     return f"namespace.{namespace}."
 
 
-def kv_events_subject(namespace: str) -> str:
-    """A NATS wildcard subject for every KV event of the namespace."""
-    return f"{subject_prefix(namespace)}component.*.endpoint.*.{KV_EVENTS_TOPIC}"
-
-
 def owns_key(key: str, namespace: str) -> bool:
     """True for a key of this namespace and no other: `v1/<family>/<ns>/...` or
     `v1/<family>/namespace/<ns>/...` (whole path segments, so `demo` never takes `demo-2`)."""

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 from ..errors import RunError
-from ..startup_budget import worker_startup_budget_s
+from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
 from .graph import PreparedRun, prepare_run
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
@@ -36,7 +36,7 @@ def start_detached(topo: Topology, *, run_root: Path | None = None,
     """Start the graph under a detached supervisor; return its status once ready (default
     budget: the workers' startup budget for the backend and model). RunError (with the
     supervisor's reason) if the graph fails before that."""
-    ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
+    ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     run_dir = prepared.run_dir
     sys.stdout.flush()

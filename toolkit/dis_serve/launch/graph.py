@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ..errors import RunError
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
-from ..startup_budget import worker_startup_budget_s
-from ..topology import Backend, Supervision, Topology
+from ..startup_budget import readiness_timeout_s
+from ..topology import Supervision, Topology
 from .control import claim
 from .model_card import write_model_card
 from .orphans import Leftover
@@ -96,7 +96,7 @@ def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -
 def local_model_dir(topo: Topology) -> str | None:
     """A mocker model id that names a local directory is used as is (the user's own card or
     a downloaded model); any other id gets a generated tokenizer-only card."""
-    if topo.backend is not Backend.MOCKER:
+    if not topo.backend.needs_model_card:
         return None
     path = Path(topo.model.id).expanduser()
     return str(path.resolve()) if (path / "config.json").is_file() else None
@@ -174,7 +174,7 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
     readiness budget defaults to the workers' startup budget for the backend and model."""
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
-    ready_timeout_s = ready_timeout_s or worker_startup_budget_s(topo)
+    ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
                             supervision=supervision, grace_s=grace_s, on_event=on_event)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 
 from ..errors import PreflightError
+from ..placement import gpu_assignment
 from ..render.launch_plan import LaunchPlan, ProcessSpec
 from ..topology import EtcdMode, EventPlane, NatsMode, PlacementKind, ProcessKind, Topology
 
@@ -89,7 +90,7 @@ def check_backend(topo: Topology) -> None:
             "backend trtllm needs TensorRT-LLM, which is not installed here; install it on "
             "an NVIDIA GPU host (pip install 'dis-serve[gpu]') or use backend: mocker")
     gpus = visible_gpus()
-    needed = max((g for ids in topo.gpu_assignment().values() for w in ids for g in w),
+    needed = max((g for ids in gpu_assignment(topo).values() for w in ids for g in w),
                  default=-1) + 1
     if gpus < needed:
         raise PreflightError(

@@ -88,10 +88,6 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> 
     return Probe(answered=True, ready=True)
 
 
-def served_models(client: httpx.Client, endpoint: str) -> list[str]:
-    return _model_ids(*_get_json(client, f"{endpoint}/v1/models"))
-
-
 def _model_ids(code: int, body: object) -> list[str]:
     if code != 200 or not isinstance(body, dict):
         return []

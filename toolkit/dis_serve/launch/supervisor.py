@@ -141,7 +141,7 @@ class Supervisor:
     # --- bring-up -----------------------------------------------------------------------
     def _bring_up(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
-        infra = [s for s in self._slots if s.spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+        infra = [s for s in self._slots if s.spec.kind.is_coordination]
         dynamo = [s for s in self._slots if s not in infra]
         for slot in infra:
             self._spawn(slot)

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..placement import NodeLayout, node_layout, worker_slots
 from ..topology import Backend, EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
+from .engine_config import ENGINE_CONFIG_DIR
 from .launch_plan import (
-    ENGINE_CONFIG_DIR,
     LaunchPlan,
     ProcessSpec,
     etcd_spec,
@@ -77,7 +77,7 @@ def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
         return ctx.model_path, False
     if topo.model.path is not None:  # the checkpoint on shared storage (NVIDIA's way)
         return topo.model.path, False
-    if topo.backend is Backend.MOCKER:
+    if topo.backend.needs_model_card:
         return f"{ctx.run_dir}/model-card", True
     return topo.model.id, False
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..topology import Backend, PoolRole, Topology
+from .engine_config import engine_config_name
 
 LOOPBACK = "127.0.0.1"
 FRONTEND_MODULE = "dynamo.frontend"
@@ -54,7 +55,7 @@ class TargetParams(BaseModel):
                    nats_server=topo.coordination.nats.client_url)
 
     def engine_config(self, role: PoolRole) -> str:
-        return f"{self.engine_config_dir}/{role.value}.yaml"
+        return f"{self.engine_config_dir}/{engine_config_name(role)}"
 
 
 def module_argv(python: str, module: str, args: list[str]) -> list[str]:
@@ -97,7 +98,7 @@ def mocker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[st
              "--max-num-batched-tokens", str(pool.max_num_tokens),
              "--max-model-len", str(topo.model.max_seq_len),
              "--block-size", str(topo.kv_cache.block_size),
-             "--kv-cache-dtype", topo.model.kv_cache_dtype.mocker_dtype,
+             "--kv-cache-dtype", topo.model.kv_cache_dtype.engine_dtype,
              "--speedup-ratio", f"{mock.speedup_ratio:g}"]
     if mock.num_gpu_blocks is not None:
         args += ["--num-gpu-blocks-override", str(mock.num_gpu_blocks)]

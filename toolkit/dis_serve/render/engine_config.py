@@ -15,7 +15,21 @@ import yaml
 
 from ..builtin import ENGINE_TEMPLATES
 from ..topology import Mode, PoolRole, Topology
-from .launch_plan import engine_config_path
+
+ENGINE_CONFIG_DIR = "engine-configs"
+"""The folder of a run directory (or of a rendered target) that holds the engine configs."""
+
+
+def engine_config_name(role: PoolRole) -> str:
+    """A pool role's engine config file inside an engine-config folder: a run directory's
+    ENGINE_CONFIG_DIR, or the ConfigMap Kubernetes mounts."""
+    return f"{role.value}.yaml"
+
+
+def engine_config_path(run_dir: Path, role: PoolRole) -> Path:
+    """Where a pool role's engine config lies in a run directory (or a rendered target's
+    folder); what `--extra-engine-args` of its workers names."""
+    return run_dir / ENGINE_CONFIG_DIR / engine_config_name(role)
 
 
 def load_template(role: PoolRole, templates: Path = ENGINE_TEMPLATES) -> dict[str, Any]:
@@ -51,7 +65,7 @@ def render_engine_config(topo: Topology, role: PoolRole,
     config["disable_overlap_scheduler"] = not role.overlap_scheduler
     kv = config.setdefault("kv_cache_config", {})
     kv.update({
-        "dtype": topo.model.kv_cache_dtype.trtllm_dtype,
+        "dtype": topo.model.kv_cache_dtype.engine_dtype,
         "tokens_per_block": topo.kv_cache.block_size,
     })
     if pool.free_gpu_memory_fraction is not None:  # else the role template's share holds

@@ -20,7 +20,7 @@ from .cluster_plan import (
     NodeProcesses,
     render_cluster_plan,
 )
-from .launch_plan import ProcessKind, ProcessSpec
+from .launch_plan import ProcessSpec
 from .shell_words import (
     checkpoint_check,
     command_words,
@@ -88,7 +88,7 @@ def _process_lines(processes: list[ProcessSpec]) -> list[str]:
     """etcd and NATS one after the other (Dynamo needs them up); then the frontend and the
     workers together, which find each other through etcd whenever they come up."""
     lines: list[str] = []
-    infra = [p for p in processes if p.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+    infra = [p for p in processes if p.kind.is_coordination]
     dynamo = [p for p in processes if p not in infra]
     for spec in infra:
         lines += [*_start_lines(spec), wait_line(spec)]
@@ -102,8 +102,7 @@ def _process_lines(processes: list[ProcessSpec]) -> list[str]:
 def _head_waits(plan: ClusterPlan) -> list[str]:
     """On the other nodes: wait until etcd and NATS on the head answer."""
     return ["", "# etcd and NATS run on the head node: start its script first"] + [
-        wait_line(spec) for spec in plan.head.processes
-        if spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+        wait_line(spec) for spec in plan.head.processes if spec.kind.is_coordination]
 
 
 def _worker_node_checks(topo: Topology, node: NodeProcesses) -> list[str]:

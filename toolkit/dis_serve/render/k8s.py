@@ -16,7 +16,7 @@ from typing import Any
 
 from ..topology import PoolRole, Topology
 from .dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
-from .engine_config import dump_engine_config, render_engine_configs
+from .engine_config import dump_engine_config, engine_config_name, render_engine_configs
 from .k8s_network import render_network_policy, render_public_service
 from .k8s_planner import planner_component
 from .k8s_pod import (
@@ -169,7 +169,7 @@ def render_config_map(topo: Topology) -> dict[str, Any] | None:
         "kind": "ConfigMap",
         "metadata": {"name": config_map_name(topo), "namespace": topo.kubernetes.namespace,
                      "labels": labels(topo)},
-        "data": {f"{role.value}.yaml": dump_engine_config(config)
+        "data": {engine_config_name(role): dump_engine_config(config)
                  for role, config in render_engine_configs(topo).items()},
     }
 

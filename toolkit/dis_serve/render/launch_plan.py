@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import WorkerSlot, worker_slots
 from ..topology import (
-    Backend,
     EtcdMode,
     NatsMode,
     PoolRole,
@@ -22,8 +21,7 @@ from ..topology import (
     Topology,
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
-
-ENGINE_CONFIG_DIR = "engine-configs"
+from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
 
 
 class ProbeKind(StrEnum):
@@ -136,6 +134,8 @@ def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
 
 
 def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
+    # /health is what the rendered scripts wait on (wait_ready ... curl); the launcher asks
+    # more of the frontend, that /v1/models lists the model (launch/readiness.py).
     probe_host = client_host(target.http_host, target.advertise_host)
     return ProcessSpec(
         name="frontend", kind=ProcessKind.FRONTEND,
@@ -145,10 +145,6 @@ def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
         readiness=Readiness(kind=ProbeKind.HTTP,
                             url=f"http://{probe_host}:{target.http_port}/health"),
     )
-
-
-def engine_config_path(run_dir: Path, role: PoolRole) -> Path:
-    return run_dir / ENGINE_CONFIG_DIR / f"{role.value}.yaml"
 
 
 def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
@@ -180,7 +176,7 @@ def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
 
 def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     model_path = ctx.model_path or topo.model.id
-    needs_card = topo.backend is Backend.MOCKER and ctx.model_path is None
+    needs_card = topo.backend.needs_model_card and ctx.model_path is None
     if needs_card:
         model_path = str(ctx.run_dir / "model-card")
     processes: list[ProcessSpec] = []

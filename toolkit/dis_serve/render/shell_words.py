@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import shlex
 
-from ..topology import ProcessKind
 from .launch_plan import ProbeKind, ProcessSpec
 
 _MARK = "\x1e"
@@ -90,8 +89,7 @@ def wait_line(spec: ProcessSpec, check: str | None = None) -> str:
 
 def pid_line(spec: ProcessSpec) -> str:
     """Remember the process just started in the background, in its stop stage."""
-    infra = spec.kind in (ProcessKind.ETCD, ProcessKind.NATS)
-    return "INFRA_PIDS+=($!)" if infra else "PIDS+=($!)"
+    return "INFRA_PIDS+=($!)" if spec.kind.is_coordination else "PIDS+=($!)"
 
 
 def wait_ready_function(timeout_s: int = 300) -> list[str]:

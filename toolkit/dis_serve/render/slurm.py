@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..topology import Backend, ProcessKind, SlurmPlacement, Topology
+from ..topology import Backend, SlurmPlacement, Topology
 from .cluster_plan import ClusterContext, ClusterPlan, render_cluster_plan
 from .hosts import nats_config_lines, token_lines
 from .launch_plan import ProcessSpec
@@ -177,7 +177,7 @@ def _worker_line(topo: Topology, spec: ProcessSpec) -> str:
 
 def _step_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
     processes = [p for node in plan.nodes for p in node.processes]
-    infra = [p for p in processes if p.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
+    infra = [p for p in processes if p.kind.is_coordination]
     dynamo = [p for p in processes if p not in infra]
     lines: list[str] = []
     for spec in infra:

@@ -10,10 +10,10 @@ from pathlib import Path
 import yaml
 
 from ..topology import Topology
-from .engine_config import dump_engine_config, render_engine_configs
+from .engine_config import dump_engine_config, engine_config_path, render_engine_configs
 from .hosts import render_hosts_files
 from .k8s import operator_notes, render_manifests
-from .launch_plan import ENGINE_CONFIG_DIR, RenderContext, engine_config_path, render_launch_plan
+from .launch_plan import RenderContext, render_launch_plan
 from .shell_script import render_shell_script
 from .slurm import render_sbatch_script
 
@@ -62,7 +62,7 @@ class Target(StrEnum):
 def _engine_config_files(topo: Topology, directory: str) -> dict[str, str]:
     if not topo.backend.uses_engine_config:
         return {}
-    return {f"{directory}/{ENGINE_CONFIG_DIR}/{role.value}.yaml": dump_engine_config(config)
+    return {str(engine_config_path(Path(directory), role)): dump_engine_config(config)
             for role, config in render_engine_configs(topo).items()}
 
 
@@ -75,10 +75,7 @@ def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str
         plan = render_launch_plan(topo, RenderContext(run_dir=local))
         files["local/launch-plan.json"] = plan.model_dump_json(indent=2) + "\n"
         files["local/launch.sh"] = render_shell_script(plan)
-        for role, config in render_engine_configs(topo).items():
-            if topo.backend.uses_engine_config:
-                path = engine_config_path(local, role).relative_to(out_dir)
-                files[str(path)] = dump_engine_config(config)
+        files |= _engine_config_files(topo, "local")
     if target.includes(Target.K8S):
         files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo),
                                                       operator_notes(topo))

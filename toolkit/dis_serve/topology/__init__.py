@@ -1,0 +1,93 @@
+"""The topology schema: the single truth about a dis-serve graph.
+
+Everything else (validation messages, rendering, launching, benchmarking, planning) reads these
+models. Validators here are pure: they look at the topology and the catalog, never at the
+machine (ports in use, binaries, GPUs present are preflight's job).
+
+One module per area; import from here (`from dis_serve.topology import Topology, PoolRole`):
+
+- base: the strict base model, ports, the graph-name rule
+- enums: backends, modes, pool roles, process kinds, dtypes, router and plane modes, and
+  their Dynamo names
+- model: the model served and the hardware
+- pools, frontend, coordination, kubernetes, placement, supervision: the sections
+- spec: the root's fields and derived views; rules: its cross-field rules; graph: `Topology`
+- packing: which GPUs each worker gets
+"""
+
+from .base import MAX_SYSTEM_PORT, NAME_RE, Port, Strict, is_valid_name
+from .coordination import ENV_NAME_RE, Coordination, Etcd, Nats, NatsAuth
+from .enums import (
+    Backend,
+    EtcdMode,
+    EventPlane,
+    KvCacheDtype,
+    KvTransferBackend,
+    Mode,
+    NatsMode,
+    PoolRole,
+    ProcessKind,
+    RequestPlane,
+    RouterMode,
+    WeightDtype,
+)
+from .frontend import Frontend, Router
+from .graph import Topology
+from .kubernetes import (
+    DIGEST_RE,
+    K8S_NAME_RE,
+    QUANTITY_RE,
+    REVISION_RE,
+    Autoscale,
+    ComputeResources,
+    Digest,
+    K8sName,
+    Kubernetes,
+    ModelCache,
+    PodSecurity,
+    PoolScaling,
+    Quantity,
+    Rdma,
+    RdmaProfile,
+    Revision,
+    ServiceExposure,
+    Toleration,
+)
+from .model import (
+    MAX_MODEL_ID_BYTES,
+    MAX_PATH_COMPONENT_BYTES,
+    MAX_SERVED_NAME_BYTES,
+    Architecture,
+    Hardware,
+    Model,
+)
+from .packing import pack_gpus
+from .placement import (
+    ADDRESS_RE,
+    HOST_NAME_RE,
+    SLURM_TIME_RE,
+    SLURM_WORD_RE,
+    HostNode,
+    HostsPlacement,
+    KvInterconnect,
+    Placement,
+    PlacementKind,
+    SlurmPlacement,
+)
+from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
+from .spec import TopologySpec
+from .supervision import Liveness, Restart, Supervision
+
+__all__ = [
+    "ADDRESS_RE", "DIGEST_RE", "ENV_NAME_RE", "HOST_NAME_RE", "K8S_NAME_RE", "MAX_MODEL_ID_BYTES",
+    "MAX_PATH_COMPONENT_BYTES", "MAX_SERVED_NAME_BYTES", "MAX_SYSTEM_PORT", "NAME_RE",
+    "QUANTITY_RE", "REVISION_RE", "SLURM_TIME_RE", "SLURM_WORD_RE", "Architecture", "Autoscale",
+    "Backend", "ComputeResources", "Coordination", "Digest", "Etcd", "EtcdMode", "EventPlane",
+    "Frontend", "Hardware", "HostNode", "HostsPlacement", "K8sName", "Kubernetes", "KvCache",
+    "KvCacheDtype", "KvInterconnect", "KvTransfer", "KvTransferBackend", "Liveness", "Mocker",
+    "Mode", "Model", "ModelCache", "Nats", "NatsAuth", "NatsMode", "Observability", "Placement",
+    "PlacementKind", "PodSecurity", "Pool", "PoolRole", "PoolScaling", "Pools", "Port",
+    "ProcessKind", "Quantity", "Rdma", "RdmaProfile", "RequestPlane", "Restart", "Revision",
+    "Router", "RouterMode", "ServiceExposure", "SlurmPlacement", "Strict", "Supervision",
+    "Toleration", "Topology", "TopologySpec", "WeightDtype", "is_valid_name", "pack_gpus",
+]

@@ -1,0 +1,226 @@
+"""The topology's enums and what each value means to Dynamo: component names, worker types,
+stop order, port keys. Callers ask an enum, never compare strings (one home per fact)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from .supervision import Restart, Supervision
+
+
+class Backend(StrEnum):
+    TRTLLM = "trtllm"
+    MOCKER = "mocker"
+
+    @property
+    def needs_gpu(self) -> bool:
+        return self is Backend.TRTLLM
+
+    @property
+    def module(self) -> str:
+        """The Python module a worker of this backend runs as."""
+        return {Backend.TRTLLM: "dynamo.trtllm", Backend.MOCKER: "dynamo.mocker"}[self]
+
+    @property
+    def k8s_component_prefix(self) -> str:
+        """How Dynamo's DGD examples begin the names of this backend's worker components."""
+        return {Backend.TRTLLM: "TRTLLM", Backend.MOCKER: "Mocker"}[self]
+
+    @property
+    def needs_model_card(self) -> bool:
+        """Its workers read only a model card (config and tokenizer, no weights): the
+        mocker. dis-serve makes a tokenizer-only card for them unless model.id names a local
+        directory; other backends load model.id itself."""
+        return self is Backend.MOCKER
+
+    @property
+    def uses_engine_config(self) -> bool:
+        return self is Backend.TRTLLM
+
+    @property
+    def dgd_backend_framework(self) -> str | None:
+        """The DGD's spec.backendFramework (the CRD knows sglang, vllm and trtllm; the
+        mocker has none)."""
+        return "trtllm" if self is Backend.TRTLLM else None
+
+
+class Mode(StrEnum):
+    AGG = "agg"
+    DISAGG = "disagg"
+
+    @property
+    def pool_roles(self) -> tuple[PoolRole, ...]:
+        return (PoolRole.AGG,) if self is Mode.AGG else (PoolRole.PREFILL, PoolRole.DECODE)
+
+
+class PoolRole(StrEnum):
+    PREFILL = "prefill"
+    DECODE = "decode"
+    AGG = "agg"
+
+    @property
+    def disaggregation_mode(self) -> str:
+        """The value of Dynamo's `--disaggregation-mode` for a worker of this role."""
+        return self.value
+
+    @property
+    def publishes_kv_events(self) -> bool:
+        # The KV router scores overlap against the workers that hold prompt KV: prefill in a
+        # disaggregated graph, every worker in an aggregated one.
+        return self in (PoolRole.PREFILL, PoolRole.AGG)
+
+    @property
+    def overlap_scheduler(self) -> bool:
+        # TRT-LLM's overlap scheduler must be off for context-only (prefill) workers.
+        return self is not PoolRole.PREFILL
+
+    @property
+    def dynamo_component(self) -> str:
+        """The component a worker registers under (`dyn://NAMESPACE.COMPONENT.generate`), as
+        Dynamo's own launchers name it: prefill workers "prefill", the others "backend"."""
+        return "prefill" if self is PoolRole.PREFILL else "backend"
+
+    @property
+    def worker_type(self) -> str:
+        """Dynamo's name for workers of this role: the frontend's `/v1/models/<model>/ready`
+        counts and the mocker's `worker_type` engine argument both use it."""
+        return {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
+                PoolRole.AGG: "aggregated"}[self]
+
+    @property
+    def router_worker_type(self) -> str:
+        """The KV router's `worker_type` label: it counts aggregated workers as decode
+        workers (they run the decode step)."""
+        return "prefill" if self is PoolRole.PREFILL else "decode"
+
+    @property
+    def k8s_component_type(self) -> str:
+        """The DynamoGraphDeployment component `type` the operator knows this role by."""
+        return {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
+                PoolRole.AGG: "worker"}[self]
+
+    def k8s_component_name(self, backend: Backend) -> str:
+        """The DGD component name, as in Dynamo's examples (TRTLLMPrefillWorker ...)."""
+        suffix = {PoolRole.PREFILL: "PrefillWorker", PoolRole.DECODE: "DecodeWorker",
+                  PoolRole.AGG: "Worker"}[self]
+        return backend.k8s_component_prefix + suffix
+
+
+class ProcessKind(StrEnum):
+    """The kinds of process a graph runs."""
+
+    ETCD = "etcd"
+    NATS = "nats"
+    FRONTEND = "frontend"
+    WORKER = "worker"
+
+    def restart_policy(self, supervision: Supervision) -> Restart:
+        """This kind's restart policy in the topology's `supervision` section."""
+        return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
+    @property
+    def is_coordination(self) -> bool:
+        """etcd or NATS: every Dynamo process connects to them as it starts, so they start
+        first and are waited for, run on the head node, and stop last."""
+        return self in (ProcessKind.ETCD, ProcessKind.NATS)
+
+    @property
+    def serves_alone(self) -> bool:
+        """The graph cannot serve without this very process (a worker has pool peers)."""
+        return self is not ProcessKind.WORKER
+
+    @property
+    def stop_rank(self) -> int:
+        """Kinds stop in rising rank: the frontend first (no new requests), then the
+        workers, then NATS, then etcd (which the others deregister from)."""
+        return {ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1, ProcessKind.NATS: 2,
+                ProcessKind.ETCD: 3}[self]
+
+    def port_key(self, port: str, worker_index: int = 0) -> str:
+        """The topology key that sets this kind's port named `port` (worker: the
+        `worker_index`-th worker's system port), so a port conflict names what to change."""
+        if self is ProcessKind.WORKER:
+            return f"observability.system_port_base + {worker_index}"
+        return {(ProcessKind.ETCD, "client"): "coordination.etcd.client_port",
+                (ProcessKind.ETCD, "peer"): "coordination.etcd.peer_port",
+                (ProcessKind.NATS, "client"): "coordination.nats.port",
+                (ProcessKind.FRONTEND, "http"): "frontend.port"}[(self, port)]
+
+
+class WeightDtype(StrEnum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    AWQ = "awq"
+
+    @property
+    def bytes_per_param(self) -> float:
+        return {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "awq": 0.5}[self.value]
+
+    @property
+    def needs_quantized_checkpoint(self) -> bool:
+        # TRT-LLM's PyTorch backend runs the format a checkpoint declares; it never
+        # quantizes 16-bit weights at load time.
+        return self is not WeightDtype.BF16
+
+
+class KvCacheDtype(StrEnum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+    @property
+    def bytes_per_element(self) -> float:
+        return 2.0 if self is KvCacheDtype.BF16 else 1.0
+
+    @property
+    def engine_dtype(self) -> str:
+        """TRT-LLM's kv_cache_config.dtype, which the mocker's --kv-cache-dtype spells the
+        same way: "auto" follows the model dtype (bf16 here)."""
+        return "auto" if self is KvCacheDtype.BF16 else "fp8"
+
+
+class RouterMode(StrEnum):
+    KV = "kv"
+    ROUND_ROBIN = "round-robin"
+    RANDOM = "random"
+
+    @property
+    def is_kv_aware(self) -> bool:
+        return self is RouterMode.KV
+
+
+class EtcdMode(StrEnum):
+    EMBEDDED = "embedded"
+    EXTERNAL = "external"
+
+
+class NatsMode(StrEnum):
+    EMBEDDED = "embedded"
+    EXTERNAL = "external"
+    OFF = "off"
+
+
+class RequestPlane(StrEnum):
+    TCP = "tcp"
+    NATS = "nats"
+
+    @property
+    def needs_nats(self) -> bool:
+        return self is RequestPlane.NATS
+
+
+class EventPlane(StrEnum):
+    ZMQ = "zmq"
+    NATS = "nats"
+
+    @property
+    def needs_nats(self) -> bool:
+        return self is EventPlane.NATS
+
+
+class KvTransferBackend(StrEnum):
+    DEFAULT = "DEFAULT"
+    NIXL = "NIXL"
+    UCX = "UCX"
+    MPI = "MPI"
+

@@ -1,0 +1,246 @@
+"""How `render --target k8s` deploys the graph through Dynamo's operator, and the SLA planner
+(`autoscale`) it can add."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from .base import Strict
+from .enums import PoolRole
+
+# A Kubernetes quantity as manifests write it (16Gi, 500m, 90Gi), and a DNS-1123 label.
+QUANTITY_RE = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
+K8S_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _full_match(pattern: re.Pattern[str], example: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{value!r} is not valid here; write it like {example}")
+        return value
+    return AfterValidator(check)
+
+
+def _schema_pattern(pattern: re.Pattern[str]) -> Any:
+    # For `dis-serve schema` readers; validation itself is the full match above.
+    return Field(json_schema_extra={"pattern": f"^(?:{pattern.pattern})$"})
+
+
+Quantity = Annotated[str, _full_match(QUANTITY_RE, "16Gi, 8 or 500m"),
+                     _schema_pattern(QUANTITY_RE)]
+K8sName = Annotated[str, _full_match(K8S_NAME_RE, "model-cache (lower-case, digits, dashes)"),
+                    _schema_pattern(K8S_NAME_RE)]
+REVISION_RE = re.compile(r"[A-Za-z0-9._/-]+")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+Revision = Annotated[str, _full_match(REVISION_RE, "main or a commit hash"),
+                     _schema_pattern(REVISION_RE)]
+Digest = Annotated[str, _full_match(DIGEST_RE, "sha256: and 64 hex digits"),
+                   _schema_pattern(DIGEST_RE)]
+
+
+class RdmaProfile(StrEnum):
+    NONE = "none"
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+
+    @property
+    def enabled(self) -> bool:
+        return self is not RdmaProfile.NONE
+
+    @property
+    def default_resource(self) -> str | None:
+        # NVIDIA's InfiniBand fabric profiles (recipes/addons/providers/nebius-ib.yaml,
+        # aks-ib.yaml) request the RDMA device plugin's `rdma/ib`; RoCE resource names are
+        # the cluster's own (GKE: networking.gke.io.networks/rdma-0 ...).
+        return "rdma/ib" if self is RdmaProfile.INFINIBAND else None
+
+
+class Rdma(Strict):
+    """How KV-cache transfers reach the RDMA fabric from a worker pod."""
+
+    profile: RdmaProfile = Field(
+        default=RdmaProfile.NONE,
+        description="none | infiniband | roce. Without it UCX falls back to TCP between "
+                    "prefill and decode pods on different nodes.")
+    resource_name: str | None = Field(
+        default=None, min_length=1,
+        description="Extended resource the RDMA device plugin offers (default for "
+                    "infiniband: rdma/ib; required for roce).")
+    resource_count: int = Field(
+        default=1, ge=1, le=64,
+        description="How many of it each worker requests. NVIDIA's IB profiles keep 1: it "
+                    "is a device-plugin slot that grants all HCAs, not a per-GPU count.")
+    ucx_net_devices: str | None = Field(
+        default=None, min_length=1,
+        description="UCX_NET_DEVICES (e.g. mlx5_0:1,mlx5_1:1) where nodes also carry "
+                    "non-fabric NICs UCX could pick (NVIDIA's aks-ib profile needs it).")
+    privileged: bool = Field(
+        default=False,
+        description="Run workers privileged, as NVIDIA's provider profiles do; only for "
+                    "device plugins that need it. Default: IPC_LOCK only (pinning "
+                    "registered memory), no privilege.")
+
+    @model_validator(mode="after")
+    def _resource_known(self) -> Rdma:
+        if self.profile is RdmaProfile.ROCE and self.resource_name is None:
+            raise ValueError("rdma.profile is roce but rdma.resource_name is missing; set it "
+                             "to your RDMA device plugin's resource (kubectl describe node)")
+        return self
+
+    @property
+    def resource(self) -> str | None:
+        if not self.profile.enabled:
+            return None
+        return self.resource_name or self.profile.default_resource
+
+
+class ModelCache(Strict):
+    """Where worker pods find the weights: one PersistentVolumeClaim, filled once."""
+
+    pvc: K8sName | None = Field(
+        default=None, description="PersistentVolumeClaim name (default: NAME-model-cache).")
+    existing: bool = Field(
+        default=False,
+        description="The claim exists and holds the model already, in Hugging Face's cache "
+                    "layout under huggingface/ (HF_HOME) or at the /model-cache/... path "
+                    "model.id names: render neither the claim nor the download Job.")
+    size: Quantity | None = Field(
+        default=None,
+        description="Claim size (default: the checkpoint's size plus a quarter, in 10Gi "
+                    "steps).")
+    storage_class: str | None = Field(
+        default=None, min_length=1,
+        description="StorageClass of the claim; it must offer ReadWriteMany (worker pods on "
+                    "several nodes mount it). Default: the cluster's default class.")
+    hf_token_secret: K8sName = Field(
+        default="hf-token-secret",
+        description="Secret with HF_TOKEN, read by the download Job only.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _revision_moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "revision" in data:
+            raise ValueError("kubernetes.model_cache.revision moved to model.revision (every "
+                             "target reads it); write it there")
+        return data
+
+
+class ServiceExposure(StrEnum):
+    CLUSTER_IP = "cluster-ip"
+    NODE_PORT = "node-port"
+    LOAD_BALANCER = "load-balancer"
+
+    @property
+    def service_type(self) -> str | None:
+        """The extra Service to render (None: the operator's ClusterIP Service is enough)."""
+        return {ServiceExposure.CLUSTER_IP: None, ServiceExposure.NODE_PORT: "NodePort",
+                ServiceExposure.LOAD_BALANCER: "LoadBalancer"}[self]
+
+
+class Toleration(Strict):
+    key: str = Field(min_length=1, description="Taint key, e.g. nvidia.com/gpu.")
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Exists", description="Exists | Equal.")
+    value: str | None = Field(default=None, description="Taint value (operator Equal).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="NoSchedule | PreferNoSchedule | NoExecute (default: all).")
+
+
+class PodSecurity(Strict):
+    """Pod-level identity. NVIDIA's Dynamo runtime images run as user `dynamo` (uid 1000,
+    group 0); their model-download recipe uses the same ids."""
+
+    run_as_user: int = Field(default=1000, ge=1, description="Non-root uid of every pod.")
+    run_as_group: int = Field(default=0, ge=0, description="Primary gid.")
+    fs_group: int = Field(default=0, ge=0, description="Group that owns mounted volumes.")
+
+
+class ComputeResources(Strict):
+    """CPU and memory for one pod (requests = limits: the Guaranteed QoS class)."""
+
+    cpu: Quantity | None = Field(default=None, description="CPU, e.g. 8 or 500m.")
+    memory: Quantity | None = Field(default=None, description="Memory, e.g. 64Gi.")
+
+
+class Kubernetes(Strict):
+    """How `render --target k8s` deploys the graph through Dynamo's operator."""
+
+    namespace: K8sName = Field(
+        default="default",
+        description="Kubernetes namespace. The operator names the Dynamo namespace "
+                    "NAMESPACE-NAME from it and the graph name.")
+    image: str | None = Field(
+        default=None, min_length=1,
+        description="Runtime image (default: NVIDIA's Dynamo 1.6.1 image for the backend).")
+    image_digest: Digest | None = Field(
+        default=None,
+        description="sha256:... to pin the image by content.")
+    model_cache: ModelCache = Field(default_factory=ModelCache, description="Weights cache.")
+    rdma: Rdma = Field(default_factory=Rdma, description="RDMA for KV-cache transfer.")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels worker pods must match.")
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Taints worker pods tolerate (GPU node taints).")
+    shared_memory: Quantity = Field(
+        default="16Gi",
+        description="/dev/shm size per pod (the operator's sharedMemorySize; it mounts "
+                    "/dev/shm itself, 8Gi by default). NCCL between TP ranks uses it.")
+    service: ServiceExposure = Field(
+        default=ServiceExposure.CLUSTER_IP,
+        description="cluster-ip | node-port | load-balancer. Nothing is public unless asked.")
+    security: PodSecurity = Field(default_factory=PodSecurity, description="Pod identity.")
+    frontend_resources: ComputeResources = Field(
+        default_factory=ComputeResources,
+        description="Frontend CPU/memory (default: CPU from frontend.planned_rate_per_s, "
+                    "else 4 CPUs; 8Gi).")
+    worker_resources: ComputeResources = Field(
+        default_factory=ComputeResources,
+        description="Worker CPU/memory (default: 8 CPUs and 32Gi per GPU, at least twice "
+                    "the worker's weight shard plus /dev/shm).")
+    metrics_namespaces: list[K8sName] = Field(
+        default_factory=list,
+        description="Namespaces (e.g. monitoring) allowed to scrape worker metrics past the "
+                    "NetworkPolicy.")
+
+
+class PoolScaling(Strict):
+    min_replicas: int = Field(default=1, ge=1, description="Fewest workers the planner keeps.")
+
+
+class Autoscale(Strict):
+    """Dynamo's SLA planner on Kubernetes: it resizes the pools to hold TTFT and ITL."""
+
+    ttft_ms: float = Field(gt=0, description="Target time to first token, ms.")
+    itl_ms: float = Field(gt=0, description="Target inter-token latency, ms.")
+    max_gpus: int | None = Field(
+        default=None, ge=1,
+        description="GPU budget the planner may use (default: hardware's GPUs). Dynamo 1.6.1's "
+                    "planner bounds the total, not each pool.")
+    prefill: PoolScaling = Field(default_factory=PoolScaling, description="Prefill floor.")
+    decode: PoolScaling = Field(default_factory=PoolScaling, description="Decode floor.")
+    agg: PoolScaling = Field(default_factory=PoolScaling, description="Aggregated floor.")
+    throughput_interval_s: int = Field(
+        default=60, ge=1,
+        description="Seconds between SLA (throughput) decisions; NVIDIA's disagg_planner "
+                    "example uses 60.")
+    load_interval_s: int = Field(
+        default=5, ge=1,
+        description="Seconds between load decisions; must divide throughput_interval_s.")
+
+    @model_validator(mode="after")
+    def _intervals_nest(self) -> Autoscale:
+        if self.throughput_interval_s % self.load_interval_s or \
+                self.load_interval_s >= self.throughput_interval_s:
+            raise ValueError(
+                f"autoscale.load_interval_s {self.load_interval_s} must be shorter than and "
+                f"divide autoscale.throughput_interval_s {self.throughput_interval_s}; "
+                "e.g. 5 and 60")
+        return self
+
+    def floor(self, role: PoolRole) -> int:
+        return getattr(self, role.value).min_replicas
+

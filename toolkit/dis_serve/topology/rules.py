@@ -1,0 +1,294 @@
+"""The cross-field rules of a topology: each raises ValueError with a message that names the
+key, the value and the fix. Pure: they read the topology and the catalog, never the machine
+(ports in use, binaries, GPUs present are preflight's job)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from ..catalog import find_known_model
+from ..sizing import GIB
+from .base import MAX_SYSTEM_PORT, is_valid_name
+from .enums import EtcdMode, Mode, NatsMode, PoolRole, ProcessKind, WeightDtype
+from .packing import pack_gpus
+from .placement import (
+    ADDRESS_RE,
+    HOST_NAME_RE,
+    SLURM_TIME_RE,
+    SLURM_WORD_RE,
+    HostsPlacement,
+    SlurmPlacement,
+)
+from .spec import TopologySpec
+
+
+def check_name(topo: TopologySpec) -> None:
+    if not is_valid_name(topo.name):
+        raise ValueError(f"name {topo.name[:60]!r} must be 2-40 lower-case letters, digits or "
+                         "dashes, starting with a letter (it becomes a Kubernetes name)")
+
+
+def check_architecture(topo: TopologySpec) -> None:
+    if topo.model.architecture is None and find_known_model(topo.model.id) is None:
+        raise ValueError(
+            f"model.architecture is required: {topo.model.id!r} is not in the catalog "
+            "(llama-3.1-70b, llama-3.1-8b, qwen3-32b); add architecture: {layers, "
+            "attention_heads, kv_heads, hidden_size, params_billion} from its config.json")
+
+
+def check_placement(topo: TopologySpec) -> None:
+    placement = topo.placement
+    if placement.hosts is not None:
+        _check_hosts(topo, placement.hosts)
+    if placement.slurm is not None:
+        _check_slurm(topo, placement.slurm)
+    if placement.kind.multi_node:
+        coord = topo.coordination
+        for key, mode, url in (("etcd", coord.etcd.mode.value, coord.etcd.url),
+                               ("nats", coord.nats.mode.value, coord.nats.url)):
+            host = (urlsplit(url).hostname or "") if url and mode == "external" else ""
+            if host == "localhost" or host.startswith("127.") or host == "::1":
+                raise ValueError(
+                    f"coordination.{key}.url {url} is a loopback address but placement "
+                    f"is {placement.kind.value}: workers on other nodes cannot reach it; "
+                    "use the server's cluster address or mode: embedded")
+
+
+def _check_hosts(topo: TopologySpec, hosts: HostsPlacement) -> None:
+    names = [n.name for n in hosts.nodes]
+    for index, node in enumerate(hosts.nodes):
+        key = f"placement.hosts.nodes[{index}]"
+        if not HOST_NAME_RE.fullmatch(node.name):
+            raise ValueError(f"{key}.name {node.name!r} must be letters, digits, dots, "
+                             "dashes or underscores (it names node-<name>.sh)")
+        if not ADDRESS_RE.fullmatch(node.address):
+            raise ValueError(f"{key}.address {node.address!r} is not an IP address or host "
+                             "name; give the node's cluster-facing address, e.g. 10.0.0.2")
+        if names.count(node.name) > 1:
+            raise ValueError(f"{key}.name {node.name!r} is listed twice; name each node "
+                             "once")
+        if node.gpus is not None and node.gpus > topo.hardware.gpus_per_node:
+            raise ValueError(f"{key}.gpus {node.gpus} is more than hardware.gpus_per_node "
+                             f"({topo.hardware.gpus_per_node}); raise gpus_per_node")
+    addresses = [n.address for n in hosts.nodes]
+    if len(set(addresses)) != len(addresses):
+        raise ValueError("placement.hosts.nodes share an address; give each node its own "
+                         "cluster-facing address")
+    if hosts.head is not None and hosts.head not in names:
+        raise ValueError(f"placement.hosts.head {hosts.head!r} is not a node; use one of "
+                         f"{names}")
+    if len(names) != topo.hardware.nodes:
+        raise ValueError(f"placement.hosts lists {len(names)} nodes but hardware.nodes is "
+                         f"{topo.hardware.nodes}; set hardware.nodes: {len(names)}")
+
+
+def _check_slurm(topo: TopologySpec, slurm: SlurmPlacement) -> None:
+    hw = topo.hardware
+    if slurm.nodes is not None and slurm.nodes != hw.nodes:
+        raise ValueError(f"placement.slurm.nodes {slurm.nodes} differs from hardware.nodes "
+                         f"({hw.nodes}); set one of them, or both to the same number")
+    if (topo.backend.needs_gpu and slurm.gpus_per_node is not None
+            and slurm.gpus_per_node < hw.gpus_per_node):
+        raise ValueError(f"placement.slurm.gpus_per_node {slurm.gpus_per_node} is below "
+                         f"hardware.gpus_per_node ({hw.gpus_per_node}); request "
+                         f"{hw.gpus_per_node} or lower hardware.gpus_per_node")
+    for key in ("partition", "account", "job_name"):
+        value = getattr(slurm, key)
+        if value is not None and not SLURM_WORD_RE.fullmatch(value):
+            raise ValueError(f"placement.slurm.{key} {value!r} must be letters, digits and "
+                             "_ . , @ + - (it goes on an #SBATCH line)")
+    if not SLURM_TIME_RE.fullmatch(slurm.time_limit):
+        raise ValueError(f"placement.slurm.time_limit {slurm.time_limit!r} is not a Slurm "
+                         "time; use HH:MM:SS or D-HH:MM:SS")
+    for line in slurm.sbatch_extra:
+        if not line.startswith("-") or "\n" in line:
+            raise ValueError(f"placement.slurm.sbatch_extra entry {line!r} must be one "
+                             "sbatch option such as --exclusive (no #SBATCH prefix)")
+
+
+def check_pools(topo: TopologySpec) -> None:
+    wanted = set(topo.mode.pool_roles)
+    for role in PoolRole:
+        present = topo.pools.get(role) is not None
+        if role in wanted and not present:
+            raise ValueError(f"pools.{role.value} is missing: mode {topo.mode.value} needs "
+                             + " and ".join(f"pools.{r.value}" for r in topo.mode.pool_roles))
+        if role not in wanted and present:
+            raise ValueError(f"pools.{role.value} is set but mode is {topo.mode.value}; "
+                             f"remove it or set mode: "
+                             f"{'agg' if role is PoolRole.AGG else 'disagg'}")
+
+
+def check_parallelism(topo: TopologySpec) -> None:
+    arch = topo.model.resolved_architecture()
+    for role, pool in topo.active_pools():
+        tp = pool.tensor_parallel
+        for what, heads in (("attention_heads", arch.attention_heads),
+                            ("kv_heads", arch.kv_heads)):
+            if heads % tp:
+                ok = [d for d in range(1, heads + 1) if heads % d == 0 and
+                      arch.attention_heads % d == 0 and arch.kv_heads % d == 0]
+                raise ValueError(
+                    f"pools.{role.value}.tensor_parallel {tp} does not divide the model's "
+                    f"{what} ({heads}); use one of {ok}")
+        largest_node = max(topo.node_gpus())
+        if tp > largest_node:
+            fits = max(d for d in range(1, largest_node + 1) if arch.attention_heads % d == 0
+                       and arch.kv_heads % d == 0) if largest_node else 0
+            raise ValueError(
+                f"pools.{role.value}.tensor_parallel {tp} is more than the GPUs of the "
+                f"largest node ({largest_node}); a worker never spans nodes: use "
+                f"tensor_parallel {fits} (the largest that fits) and more workers")
+
+
+def check_gpu_ids(topo: TopologySpec) -> None:
+    seen: dict[int, str] = {}
+    usable = topo.usable_gpu_ids()
+    per_node = topo.hardware.gpus_per_node
+    for role, pool in topo.active_pools():
+        if pool.gpu_ids is None:
+            continue
+        key = f"pools.{role.value}.gpu_ids"
+        if len(pool.gpu_ids) != pool.workers:
+            raise ValueError(f"{key} lists {len(pool.gpu_ids)} workers but workers is "
+                             f"{pool.workers}; give one list per worker")
+        for ids in pool.gpu_ids:
+            if len(ids) != pool.tensor_parallel:
+                raise ValueError(f"{key} entry {ids} has {len(ids)} GPUs but "
+                                 f"tensor_parallel is {pool.tensor_parallel}")
+            if len({i // per_node for i in ids}) > 1:
+                raise ValueError(f"{key} entry {ids} spans nodes; a worker's GPUs must be "
+                                 f"on one node ({per_node} GPUs each)")
+            for gpu in ids:
+                if gpu not in usable:
+                    raise ValueError(f"{key}: GPU id {gpu} is not on any node (node n "
+                                     f"holds n*{per_node} up to its GPU count)")
+                if gpu in seen:
+                    raise ValueError(f"{key}: GPU id {gpu} is already used by "
+                                     f"{seen[gpu]}; each GPU serves one worker")
+                seen[gpu] = key
+
+
+def check_gpu_budget(topo: TopologySpec) -> None:
+    counts = topo.node_gpus()
+    need, have = topo.total_gpus, sum(counts)
+    where = (f"{len(counts)} nodes x {topo.hardware.gpus_per_node}"
+             if len(set(counts)) == 1 else "nodes with " + "+".join(map(str, counts)))
+    if need > have:
+        parts = ", ".join(f"{r.value} {p.workers}x{p.tensor_parallel}"
+                          for r, p in topo.active_pools())
+        raise ValueError(
+            f"pools need {need} GPUs ({parts}) but the placement has {have} ({where}); "
+            "add nodes or shrink the pools")
+    # Packing may fail even when the count fits (TP fragments nodes).
+    usable = topo.usable_gpu_ids()
+    assignment = pack_gpus(topo.active_pools(), topo.hardware.gpus_per_node, counts)
+    if any(g not in usable for workers in assignment.values() for ids in workers
+           for g in ids):
+        raise ValueError(
+            f"pools need {need} GPUs but workers of these tensor_parallel sizes cannot be "
+            f"packed into {where} without splitting a worker across nodes; add a node or "
+            "change tensor_parallel")
+
+
+def check_memory(topo: TopologySpec) -> None:
+    # Checked for the mocker too: its topology describes the hardware it stands in for,
+    # and `plan --mock` graphs must be as deployable as their trtllm twins.
+    for role, _pool in topo.active_pools():
+        fit = topo.memory_fit(role)
+        if not fit.fits:
+            raise ValueError(f"pools.{role.value}: {fit.explain()}")
+
+
+def check_ports(topo: TopologySpec) -> None:
+    used: dict[int, str] = {}
+
+    def claim(port: int, owner: str) -> None:
+        if port in used:
+            raise ValueError(f"port {port} is used by both {used[port]} and {owner}; give "
+                             f"{owner} another port")
+        used[port] = owner
+
+    claim(topo.frontend.port, ProcessKind.FRONTEND.port_key("http"))
+    etcd = topo.coordination.etcd
+    if etcd.mode is EtcdMode.EMBEDDED:
+        claim(etcd.client_port, ProcessKind.ETCD.port_key("client"))
+        claim(etcd.peer_port, ProcessKind.ETCD.port_key("peer"))
+    nats = topo.coordination.nats
+    if nats.mode is NatsMode.EMBEDDED:
+        claim(nats.port, ProcessKind.NATS.port_key("client"))
+    workers = sum(p.workers for _, p in topo.active_pools())
+    base = topo.observability.system_port_base
+    # Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit number.
+    if base + workers - 1 > MAX_SYSTEM_PORT:
+        raise ValueError(f"observability.system_port_base {base} + {workers} workers "
+                         f"passes {MAX_SYSTEM_PORT}, the highest system port Dynamo "
+                         f"accepts; set it to {MAX_SYSTEM_PORT - workers + 1} or lower")
+    for i in range(workers):
+        claim(base + i, f"worker {i} system port ({ProcessKind.WORKER.port_key('system', i)})")
+
+
+def check_checkpoint(topo: TopologySpec) -> None:
+    # The mocker loads a tokenizer only; every other backend loads the weights, and the
+    # memory fit above assumes they are in model.dtype.
+    model = topo.model
+    if not topo.backend.needs_gpu or not model.dtype.needs_quantized_checkpoint:
+        return
+    known = find_known_model(model.id)
+    holds = known.dtype_of(model.id) if known else None
+    if holds == model.dtype.value:
+        return
+    if holds is None and model.prequantized:
+        return
+    wanted = known.checkpoint(model.dtype.value) if known else None
+    fix = (f"set model.id: {wanted.hf_id} ({wanted.source})" if wanted else
+           f"quantize it to {model.dtype.value} with NVIDIA Model Optimizer, set model.id "
+           "to the result and model.prequantized: true")
+    if holds:
+        tp = min(pool.tensor_parallel for _, pool in topo.active_pools())
+        gib = model.resolved_architecture().params_billion * 1e9 / tp / GIB
+        what = (f"is the {holds} checkpoint: TRT-LLM would load "
+                f"{gib * WeightDtype(holds).bytes_per_param:.1f} GiB of weights per GPU at "
+                f"TP{tp}, not {gib * model.dtype.bytes_per_param:.1f}")
+    else:
+        what = (f"is not known to hold {model.dtype.value} weights (TRT-LLM loads what the "
+                "checkpoint holds)")
+    raise ValueError(
+        f"model.dtype is {model.dtype.value} but model.id {model.id!r} {what}; {fix}"
+        + ("" if holds else " (or set model.prequantized: true if it already is)"))
+
+
+def check_autoscale(topo: TopologySpec) -> None:
+    scale = topo.autoscale
+    if scale is None:
+        return
+    budget = scale.max_gpus or topo.hardware.total_gpus
+    floor = sum(scale.floor(role) * pool.tensor_parallel
+                for role, pool in topo.active_pools())
+    if floor > budget:
+        raise ValueError(
+            f"autoscale.max_gpus {budget} is below the GPUs the pools' min_replicas "
+            f"need ({floor}); raise max_gpus or lower min_replicas")
+    for role, pool in topo.active_pools():
+        if scale.floor(role) > pool.workers:
+            raise ValueError(
+                f"autoscale.{role.value}.min_replicas {scale.floor(role)} is above "
+                f"pools.{role.value}.workers ({pool.workers}), the replicas it starts "
+                f"with; raise workers or lower min_replicas")
+
+
+def check_kv_buffer(topo: TopologySpec) -> None:
+    if topo.mode is not Mode.DISAGG:
+        return
+    buffer = topo.kv_buffer_tokens
+    if buffer < topo.model.max_input_tokens:
+        raise ValueError(
+            f"kv_transfer.max_tokens_in_buffer {buffer} is below model.max_input_tokens "
+            f"({topo.model.max_input_tokens}); the longest prompt's KV could not be sent; "
+            f"set it to at least {topo.model.max_input_tokens}")
+
+
+# In the order they run: the first broken rule is the one reported.
+RULES = (check_name, check_architecture, check_placement, check_pools, check_parallelism,
+         check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory, check_ports,
+         check_kv_buffer, check_autoscale)

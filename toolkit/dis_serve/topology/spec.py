@@ -1,0 +1,110 @@
+"""The topology's sections and its derived views, before the cross-field rules.
+
+`Topology` (graph.py) is this class with `rules.py` applied; the rules read these fields and
+views, which is why the two are separate classes (rules.py imports this module, and graph.py
+imports both, so no module imports another that imports it back).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field
+
+from ..catalog import GPUS
+from ..sizing import MemoryFit, fit_worker_memory
+from .base import Strict
+from .coordination import Coordination
+from .enums import Backend, Mode, PoolRole
+from .frontend import Frontend, Router
+from .kubernetes import Autoscale, Kubernetes
+from .model import Hardware, Model
+from .placement import Placement
+from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
+from .supervision import Supervision
+
+
+class TopologySpec(Strict):
+    """The fields of `Topology`, with no cross-field rule applied: use `Topology`."""
+
+    name: str = Field(
+        default="demo",
+        description="Graph name: Dynamo namespace, run directory and Kubernetes name. "
+                    "Lower-case letters, digits and dashes.")
+    model: Model = Field(description="The model being served.")
+    hardware: Hardware = Field(default_factory=Hardware, description="The GPUs.")
+    backend: Backend = Field(default=Backend.TRTLLM, description="trtllm | mocker.")
+    mode: Mode = Field(default=Mode.DISAGG, description="agg | disagg.")
+    pools: Pools = Field(description="Worker pools.")
+    router: Router = Field(default_factory=Router, description="Frontend router.")
+    frontend: Frontend = Field(default_factory=Frontend, description="HTTP frontend.")
+    coordination: Coordination = Field(
+        default_factory=Coordination, description="etcd, NATS and Dynamo's planes.")
+    kv_cache: KvCache = Field(default_factory=KvCache, description="KV-cache paging.")
+    kv_transfer: KvTransfer = Field(
+        default_factory=KvTransfer, description="KV-cache transfer between pools.")
+    mocker: Mocker = Field(default_factory=Mocker, description="Mocker-only settings.")
+    observability: Observability = Field(
+        default_factory=Observability, description="Health and metrics ports.")
+    supervision: Supervision = Field(
+        default_factory=Supervision,
+        description="Restart policy per process kind and worker liveness.")
+    placement: Placement = Field(
+        default_factory=Placement,
+        description="Where processes run: local (default), hosts or slurm.")
+    kubernetes: Kubernetes = Field(
+        default_factory=Kubernetes, description="Kubernetes deployment (render --target k8s).")
+    autoscale: Autoscale | None = Field(
+        default=None,
+        description="Dynamo's SLA planner on Kubernetes (a `planner` component); off unless "
+                    "set.")
+
+    # --- derived views -------------------------------------------------------------------
+    @property
+    def namespace(self) -> str:
+        return "dis-serve-" + self.name
+
+    def active_pools(self) -> list[tuple[PoolRole, Pool]]:
+        return [(role, pool) for role in self.mode.pool_roles
+                if (pool := self.pools.get(role)) is not None]
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(pool.gpus for _, pool in self.active_pools())
+
+    @property
+    def kv_buffer_tokens(self) -> int:
+        if self.kv_transfer.max_tokens_in_buffer is not None:
+            return self.kv_transfer.max_tokens_in_buffer
+        return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
+
+    @property
+    def publishes_engine_metrics(self) -> bool:
+        return self.observability.engine_metrics or self.autoscale is not None
+
+    def memory_fit(self, role: PoolRole) -> MemoryFit:
+        pool = self.pools.get(role)
+        assert pool is not None
+        seq = self.model.max_input_tokens if role is PoolRole.PREFILL else self.model.max_seq_len
+        return fit_worker_memory(
+            arch=self.model.resolved_architecture(), gpu=GPUS[self.hardware.gpu],
+            weight_bytes_per_param=self.model.dtype.bytes_per_param,
+            kv_bytes_per_element=self.model.kv_cache_dtype.bytes_per_element,
+            tensor_parallel=pool.tensor_parallel, batch=pool.max_batch_size, seq_len=seq)
+
+    def node_gpus(self) -> list[int]:
+        """GPUs dis-serve may use on each node, in node order."""
+        hw = self.hardware
+        hosts = self.placement.hosts
+        if hosts is not None:
+            return [hw.gpus_per_node if n.gpus is None else n.gpus for n in hosts.nodes]
+        nodes = hw.nodes
+        if self.placement.slurm is not None and self.placement.slurm.nodes is not None:
+            nodes = self.placement.slurm.nodes
+        return [hw.gpus_per_node] * nodes
+
+    def usable_gpu_ids(self) -> set[int]:
+        """Global GPU ids that exist: node n holds n*gpus_per_node up to its GPU count."""
+        per_node = self.hardware.gpus_per_node
+        return {n * per_node + i for n, count in enumerate(self.node_gpus())
+                for i in range(count)}

@@ -1,0 +1,61 @@
+"""How `dis-serve up` supervises its processes: restart policy per kind, worker liveness."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import Strict
+
+
+class Restart(Strict):
+    """How the supervisor treats one kind of process that exits (any exit: they are meant
+    to run until stopped, so even status 0 counts), like systemd's Restart=always with a
+    StartLimitBurst, or a Kubernetes pod's CrashLoopBackOff."""
+
+    enabled: bool = Field(
+        default=True, description="Restart it (false: its first exit fails the graph).")
+    max_failures: int = Field(
+        default=5, ge=1, le=1000,
+        description="Exits within window_s after which this process is given up (the rest "
+                    "of the graph keeps serving if it can, reported as degraded).")
+    window_s: float = Field(default=300.0, gt=0, le=86400,
+                            description="The window max_failures counts exits in.")
+    backoff_base_s: float = Field(
+        default=1.0, gt=0, le=600,
+        description="Wait before the first restart; doubled for each further exit in a row.")
+    backoff_cap_s: float = Field(default=30.0, gt=0, le=3600,
+                                 description="Longest wait before a restart.")
+
+    def delay(self, consecutive_failures: int) -> float:
+        exponent = max(0, consecutive_failures - 1)
+        return min(self.backoff_cap_s, self.backoff_base_s * (2 ** min(exponent, 30)))
+
+
+class Liveness(Strict):
+    """When a worker that runs but does not answer its health probe is restarted."""
+
+    failures: int = Field(
+        default=3, ge=1, le=100,
+        description="Failed health probes in a row (after the worker was ready once) that "
+                    "get it restarted.")
+    period_s: float = Field(default=1.0, gt=0, le=60, description="Seconds between probes.")
+    timeout_s: float = Field(default=1.0, gt=0, le=60,
+                             description="A probe not answered within this fails.")
+
+
+def _fast_infra_restart() -> Restart:
+    # etcd, NATS and the frontend start in well under a second: retry them quickly.
+    return Restart(backoff_base_s=0.2, backoff_cap_s=5.0)
+
+
+class Supervision(Strict):
+    """Restart policy per process kind, and the workers' liveness check (`dis-serve up`)."""
+
+    etcd: Restart = Field(default_factory=_fast_infra_restart,
+                          description="etcd (its data directory is kept across restarts).")
+    nats: Restart = Field(default_factory=_fast_infra_restart,
+                          description="NATS (its JetStream directory is kept).")
+    frontend: Restart = Field(default_factory=_fast_infra_restart,
+                              description="The frontend with its router.")
+    workers: Restart = Field(default_factory=Restart, description="Every worker.")
+    liveness: Liveness = Field(default_factory=Liveness, description="Worker liveness.")
