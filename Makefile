@@ -11,14 +11,17 @@ STAMP := $(VENV)/.installed-stamp
 install: system-packages $(STAMP)
 
 # A real Slurm for the Slurm target's tests (tests/slurm_cluster.py starts its own daemons with
-# its own config): Debian's slurm-wlm and munge, installed only as root and only if missing.
+# its own config): Debian's slurm-wlm and munge; and for the MPI rank test, Open MPI, mpi4py and
+# the unversioned libpmix.so that Slurm's mpi/pmix plugin loads. Only as root, only if missing.
+SYSTEM_PACKAGES = slurm-wlm munge openmpi-bin python3-mpi4py libpmix-dev
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  ! { command -v slurmctld && command -v munged; } >/dev/null 2>&1; then \
-	  echo "installing slurm-wlm and munge"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null || \
+	  ! { command -v slurmctld && command -v munged && command -v ompi_info && \
+	      [ -e /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so ]; } >/dev/null 2>&1; then \
+	  echo "installing $(SYSTEM_PACKAGES)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null || \
 	  { apt-get update -q >/dev/null && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null; }; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null; }; \
 	fi
 
 # Dynamo's runtime first with the dependencies the frontend, router and mocker really use, then

@@ -151,3 +151,13 @@ def test_locked_memory_is_a_hard_stop_only_when_the_kv_cache_moves_over_rdma():
     memlock = next(line for line in tcp.splitlines() if "ulimit -l" in line)
     assert "exit 1" not in memlock
     assert "exit 1" in next(line for line in rdma.splitlines() if "ulimit -l" in line)
+
+
+def test_validate_warns_when_a_multi_node_trtllm_graph_has_no_checkpoint_path(run_cli, tmp_path):
+    text = (GRAPHS / "llama70b-h100-disagg.yaml").read_text()
+    path = tmp_path / "t.yaml"
+    path.write_text("\n".join(line for line in text.splitlines()
+                              if not line.startswith("  path: ")) + "\n")
+    assert "warning: model.path is not set" in run_cli("validate", path).stdout
+    assert "model.path is not set" not in run_cli(
+        "validate", GRAPHS / "llama70b-h100-disagg.yaml").stdout

@@ -72,6 +72,16 @@ class ClusterPlan(BaseModel):
         return next(n for n in self.nodes if n.head)
 
 
+def checkpoint_warning(topo: Topology) -> str | None:
+    """`validate`'s warning for a TensorRT-LLM graph on several nodes without model.path."""
+    if topo.backend is not Backend.TRTLLM or topo.model.path is not None or not (
+            topo.placement.kind.multi_node or topo.hardware.nodes > 1):
+        return None
+    return (f"model.path is not set: on hosts and Slurm the workers run offline and load "
+            f"{topo.model.id} from each node's own Hugging Face cache; set model.path to the "
+            "checkpoint directory on storage every node shares")
+
+
 def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
     if ctx.model_path is not None:
         return ctx.model_path, False
