@@ -23,6 +23,19 @@ SCHEMA = json.loads(FIXTURE.read_text())
 CLASSES = SCHEMA["classes"]
 TEMPLATES = sorted((REPO / "configs" / "trtllm").glob("*.yaml"))
 GOLDEN = sorted((REPO / "tests" / "golden").glob("*/*/engine-configs/*.yaml"))
+MANIFESTS = sorted((REPO / "tests" / "golden").glob("*/k8s/deployment.yaml"))
+
+
+def _config_map_entries() -> list[tuple[str, dict]]:
+    """(file: key, engine config) for every engine config the golden manifests ship."""
+    entries = []
+    for manifest in MANIFESTS:
+        for doc in yaml.safe_load_all(manifest.read_text()):
+            if doc and doc.get("kind") == "ConfigMap" and doc["metadata"]["name"].endswith(
+                    "-engine-configs"):
+                entries += [(f"{manifest.relative_to(REPO)}: {key}", yaml.safe_load(text))
+                            for key, text in doc["data"].items()]
+    return entries
 
 
 def _fields(cls: str) -> dict[str, dict]:
@@ -139,6 +152,13 @@ def test_every_template_key_is_a_trtllm_field_of_the_right_type(template):
 @pytest.mark.parametrize("config", GOLDEN, ids=_name)
 def test_every_rendered_engine_config_passes_trtllm_s_schema(config):
     assert check_config(_load(config)) == []
+
+
+def test_every_engine_config_a_golden_manifest_ships_passes_trtllm_s_schema():
+    entries = _config_map_entries()
+    assert entries  # the TRT-LLM graphs' manifests carry their engine configs
+    for where, config in entries:
+        assert check_config(config) == [], where
 
 
 def test_the_golden_files_hold_engine_configs_of_every_role():

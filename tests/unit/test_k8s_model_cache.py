@@ -143,3 +143,12 @@ def test_the_frontend_waits_for_the_download_job_like_the_workers():
         model_cache.wait_for_cache(topo)]
     existing = _topology(model_cache={"existing": True, "pvc": "models"})
     assert "initContainers" not in _frontend(existing)["podTemplate"]["spec"]
+
+
+def test_the_download_script_is_valid_sh():
+    import subprocess
+
+    for graph in (DISAGG_70B, GRAPHS / "demo.yaml"):
+        script = model_cache.render_download_job(load_model_file(Topology, graph))[
+            "spec"]["template"]["spec"]["containers"][0]["command"][2]
+        assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0
