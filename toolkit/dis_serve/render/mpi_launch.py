@@ -20,7 +20,7 @@ it, and a per-node agent that starts the worker itself runs the same argv. Pure.
 from __future__ import annotations
 
 from ..errors import UserInputError
-from ..topology import Backend, Topology
+from ..topology import Backend, SlurmPlacement, Topology
 from .k8s_pod import IMAGES
 from .launch_plan import ProcessSpec
 
@@ -79,9 +79,8 @@ def container_image(topo: Topology) -> str | None:
 def container_mounts(topo: Topology, run_dir: str) -> list[str]:
     """SRC:DST entries: the user's, then the run directory and the checkpoint at their own
     paths (engine configs, logs and model.path read the same inside as outside)."""
-    slurm = topo.placement.slurm
-    mounts = list(slurm.container_mounts) if slurm is not None else []
-    mounts.append(f"{run_dir}:{run_dir}")
+    mounts = [*(topo.placement.slurm or SlurmPlacement()).container_mounts,
+              f"{run_dir}:{run_dir}"]
     if topo.model.path is not None:
         mounts.append(f"{topo.model.path}:{topo.model.path}")
     return mounts
@@ -95,9 +94,8 @@ def worker_env(topo: Topology, spec: ProcessSpec) -> dict[str, str]:
     """The worker's own environment (NVIDIA_WORKER_ENV is in it: cluster_plan puts it in
     every cluster target's TensorRT-LLM worker), and the site's UCX devices."""
     env = dict(spec.env)
-    slurm = topo.placement.slurm
-    if slurm is not None and slurm.ucx_net_devices:
-        env["UCX_NET_DEVICES"] = slurm.ucx_net_devices
+    if devices := (topo.placement.slurm or SlurmPlacement()).ucx_net_devices:
+        env["UCX_NET_DEVICES"] = devices
     return env
 
 
@@ -109,8 +107,7 @@ def worker_launch_argv(topo: Topology, spec: ProcessSpec, *, node: str, run_dir:
     `rank_module` replaces the final `-m dynamo.trtllm` module, and nothing else: a test's
     stand-in rank program records what each rank sees. Users never set it."""
     tp = len(spec.gpus)
-    slurm = topo.placement.slurm
-    cpus = slurm.cpus_per_gpu if slurm is not None else 8
+    cpus = (topo.placement.slurm or SlurmPlacement()).cpus_per_gpu
     words = ["srun", "--overlap", "--nodes=1", f"--nodelist={node}",
              # One rank per GPU, all on the worker's node (NVIDIA: --ntasks-per-node = GPUs).
              f"--ntasks={tp}", f"--ntasks-per-node={tp}", f"--cpus-per-task={cpus}",
