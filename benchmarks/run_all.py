@@ -13,7 +13,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity",
-              "plan_vs_aiconfigurator", "plan_scale", "workloads", "slurm_bringup"]
+              "plan_vs_aiconfigurator", "plan_scale", "workloads", "slurm_bringup",
+              "top_scrape_cost"]
 
 
 def main(names: list[str]) -> int:

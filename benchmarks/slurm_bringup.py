@@ -61,7 +61,7 @@ def _scheduler_s(home: Path, name: str) -> tuple[float, float | None]:
     starting (the job's own clock mark), and squeue's SubmitTime to StartTime (whole s)."""
     from dis_serve.launch.rundir import RunDir
     from dis_serve.launch.slurm_job import job_started_at
-    from dis_serve.launch.slurm_record import job_state, read_job
+    from dis_serve.launch.slurm_jobs import job_state, read_job
 
     run = RunDir.for_graph(name, home)
     job = read_job(run)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import wait_until
-from dis_serve.launch.control import stop_run
+from dis_serve.launch.local_handle import stop_run
 from dis_serve.launch.process import same_process
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus

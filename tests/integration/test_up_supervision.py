@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -16,7 +17,7 @@ from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import RunError
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.process import same_process
-from dis_serve.launch.status import ProcessState
+from dis_serve.launch.status import GraphPhase, ProcessState
 from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
@@ -91,6 +92,46 @@ def test_killing_a_decode_worker_mid_stream_keeps_the_endpoint_answering(tmp_pat
         assert tokens == [200] * 6
         assert graph.status().process("decode-0").state is ProcessState.BACKOFF
         assert all(_chat_ok(graph) for _ in range(5))
+
+
+def _hold_port(port: int, timeout: float = 10.0) -> socket.socket:
+    """Listen on `port` as soon as it is free (its owner was just killed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            holder.bind(("127.0.0.1", port))
+            holder.listen()
+            return holder
+        except OSError:
+            holder.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def test_a_frontend_given_up_over_a_held_port_comes_back_on_the_slow_clock(tmp_path):
+    """Another process holds the frontend's port for longer than its crash budget: the
+    graph is degraded, not stopped, and serves again by itself once the port is free."""
+    topo = _topology("it-slow-retry", 18280)
+    data = topo.model_dump(mode="json")
+    data["supervision"]["frontend"] |= {"backoff_base_s": 0.2, "backoff_cap_s": 0.2,
+                                        "max_failures": 2, "retry_given_up_s": 4}
+    with start_graph(Topology.model_validate(data), run_root=tmp_path) as graph:
+        frontend = graph.status().process("frontend")
+        os.killpg(frontend.pid, signal.SIGKILL)
+        with _hold_port(frontend.ports["http"]):
+            assert wait_until(lambda: graph.status().process("frontend").state
+                              is ProcessState.FAILED, timeout=15)
+            status = graph.status()
+            assert status.phase is GraphPhase.DEGRADED
+            assert any(p.startswith("frontend: crashed 2 times") and "trying again in" in p
+                       for p in status.problems)
+        assert wait_until(lambda: graph.status().phase is GraphPhase.READY, timeout=20)
+        assert graph.status().process("frontend").restarts >= 2
+        assert wait_until(lambda: _chat_ok(graph))
+    assert _all_gone(graph.status())
 
 
 def test_the_readiness_budget_defaults_to_the_workers_startup_budget(tmp_path):

@@ -13,11 +13,11 @@ from dis_serve.bench.server_metrics import (
     ACTIVE,
     KV_USAGE,
     ROUTER_QUEUE,
-    graph_endpoints,
     read_server_metrics,
     summarize,
 )
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
+from dis_serve.render.metrics_endpoints import graph_endpoints
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from dis_serve.bench.progress import SilentObserver, parse_request_count
-from dis_serve.bench.server_metrics import MetricsEndpoint
 from dis_serve.bench.sweep import (
     fingerprint,
     load_checkpoint,
@@ -19,6 +18,7 @@ from dis_serve.bench.sweep import (
 )
 from dis_serve.bench.target import BenchTarget
 from dis_serve.errors import RunError
+from dis_serve.render.metrics_endpoints import MetricsEndpoint
 from fixtures.aiperf.load import smoke_result
 
 

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from conftest import GRAPHS
+from dis_serve.launch.handle import RegistrationsView
 from dis_serve.launch.process import create_time
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
@@ -114,7 +115,8 @@ def test_help_lists_the_launch_commands(run_cli):
 @pytest.fixture
 def no_router_view(monkeypatch):
     """A live graph's `status` also asks etcd for the router's view: none runs here."""
-    monkeypatch.setattr("dis_serve.cli.launch_cmds._print_router_and_leases", lambda run: None)
+    monkeypatch.setattr("dis_serve.launch.local_handle.LocalHandle.registrations",
+                        lambda self: RegistrationsView(unavailable="no etcd in this test"))
 
 
 def test_status_of_a_degraded_graph_exits_3_and_says_what_is_wrong(run_cli, home,

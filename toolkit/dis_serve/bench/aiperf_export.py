@@ -46,6 +46,8 @@ class AiperfSummary(BaseModel):
         default_factory=dict, description="Error type -> count, as AIPerf reported them.")
     input_tokens_mean: float
     output_tokens_mean: float
+    output_tokens_min: float | None = Field(
+        default=None, description="Shortest completion of the point, in tokens.")
     duration_s: float = Field(description="AIPerf's benchmark duration for the profiling phase.")
     was_cancelled: bool
     prefix_cache_hit_pct: float | None = Field(
@@ -87,6 +89,7 @@ def parse_export(data: dict[str, Any], source: str) -> AiperfSummary:
         error_kinds=_error_kinds(data.get("error_summary")),
         input_tokens_mean=reader.value("input_sequence_length", "tokens", required=False) or 0.0,
         output_tokens_mean=reader.value("output_sequence_length", "tokens", required=False) or 0.0,
+        output_tokens_min=reader.stat("output_sequence_length", "tokens", "min"),
         duration_s=reader.value("benchmark_duration", "sec"),
         was_cancelled=bool(data.get("was_cancelled", False)),
         prefix_cache_hit_pct=reader.value("overall_usage_prompt_cache_read_pct", "%",
@@ -116,6 +119,12 @@ class _Reader:
         if metric is None:
             return None
         return _number(metric, "avg", tag, self.source)
+
+    def stat(self, tag: str, unit: str, stat: str) -> float | None:
+        metric = self._metric(tag, unit, required=False)
+        if metric is None or stat not in metric:
+            return None
+        return _number(metric, stat, tag, self.source)
 
     def percentiles(self, tag: str, unit: str, required: bool = True) -> Percentiles | None:
         metric = self._metric(tag, unit, required)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from ..errors import DisServeError, UserInputError
 from .metrics import METRICS, BenchResult
 from .scenario import Scenario
+from .validity import describe, invalid_points
 
 
 class RegressionError(DisServeError):
@@ -55,14 +56,22 @@ class GateVerdict:
 
 
 def load_baseline(path: Path) -> BenchResult:
+    """The baseline in `path`; refused when any of its points is invalid (comparing against
+    a run that generated nothing would pass every later run that generates anything)."""
     if not path.is_file():
         raise UserInputError("baseline file not found", source=str(path),
                              fix="write one with --write-baseline FILE from a good run")
     try:
-        return BenchResult.model_validate_json(path.read_text(encoding="utf-8"))
+        baseline = BenchResult.model_validate_json(path.read_text(encoding="utf-8"))
     except (ValueError, ValidationError):
         raise UserInputError("not a dis-serve results file", source=str(path),
                              fix="use a results.json written by `dis-serve bench`") from None
+    bad = invalid_points(baseline)
+    if bad:
+        raise UserInputError(f"the baseline is an invalid run ({describe(bad)})",
+                             source=str(path),
+                             fix="write a new baseline from a valid run with --write-baseline")
+    return baseline
 
 
 def _regression(baseline: float, current: float, higher_is_better: bool) -> float:

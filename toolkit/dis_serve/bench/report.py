@@ -13,6 +13,7 @@ from .metrics import METRICS, METRICS_BY_KEY, BenchResult, PointResult
 from .plan_check import plan_markdown
 from .plots import LATENCY_FILE, PARETO_FILE
 from .server_metrics import FrontendLoad, Gauge, PoolLoad
+from .validity import invalid_points, point_problems
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
@@ -70,7 +71,7 @@ def _pool_values(point: PointResult) -> dict[str, float | None]:
 def results_csv(result: BenchResult) -> str:
     pool_cols = _pool_columns(result)
     header = ["load_kind", "load", *(m.key for m in METRICS), "completed_requests",
-              "good_requests", "duration_s", "aiperf_wall_s", "gpus", *pool_cols]
+              "good_requests", "duration_s", "aiperf_wall_s", "gpus", "valid", *pool_cols]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(header)
@@ -80,6 +81,7 @@ def results_csv(result: BenchResult) -> str:
                          *(_csv(m.get(p)) for m in METRICS),
                          p.aiperf.completed_requests, _csv(p.aiperf.good_requests),
                          _csv(p.aiperf.duration_s), _csv(p.aiperf_wall_s), p.gpus,
+                         "no" if point_problems(result.scenario, p) else "yes",
                          *(_csv(pools.get(c)) for c in pool_cols)])
     return buf.getvalue()
 
@@ -159,11 +161,12 @@ def report_markdown(result: BenchResult) -> str:
     ]
     if s.description:
         lines += ["", s.description.strip()]
+    lines += _validity_section(result)
     lines += ["", "## Throughput and goodput", ""]
     lines += markdown_table(
         [load.capitalize(), "Req/s", "Output tok/s", "Tok/s/GPU", "Tok/s/user",
          "Goodput req/s", "Good %", "Errors"],
-        ([p.point.display_value, _fmt(p.aiperf.request_throughput, 2),
+        ([_load_cell(result, p), _fmt(p.aiperf.request_throughput, 2),
           _fmt(p.aiperf.output_token_throughput), _fmt(p.tokens_per_s_per_gpu),
           _fmt(p.tokens_per_s_per_user), _fmt(p.aiperf.goodput, 2),
           _fmt(_good_pct(p)),
@@ -179,6 +182,25 @@ def report_markdown(result: BenchResult) -> str:
               f"![Pareto: tokens/s/GPU against tokens/s/user]({PARETO_FILE})", "",
               f"![Latency against load]({LATENCY_FILE})", ""]
     return "\n".join(lines)
+
+
+def _load_cell(result: BenchResult, point: PointResult) -> str:
+    invalid = point_problems(result.scenario, point)
+    return point.point.display_value + (" **(invalid)**" if invalid else "")
+
+
+def _validity_section(result: BenchResult) -> list[str]:
+    bad = invalid_points(result)
+    if not bad:
+        return ["", f"All {len(result.points)} points are valid (output generated, errors "
+                    f"within {result.scenario.max_error_pct:g}%"
+                + (f", every output {result.scenario.fixed_output_tokens} tokens"
+                   if result.scenario.fixed_output_tokens is not None else "") + ")."]
+    lines = ["", "## INVALID points", "",
+             "These points did not measure the graph's service; do not compare or gate "
+             "against them:", ""]
+    lines += [f"- **{v.load}**: {'; '.join(v.problems)}" for v in bad]
+    return lines
 
 
 def _server_section(result: BenchResult, load: str) -> list[str]:

@@ -59,6 +59,7 @@ def bench_running(topo: Topology, scenario: Scenario, out_dir: Path, *, url: str
     target = make_target(topo, url=url, plan=plan,
                          tokenizer=resolve_tokenizer(topo, plan, tokenizer),
                          topology_file=topology_file)
+    record_fingerprint(out_dir, "bench", {"topology": (topo, topology_file)}, scenario)
     return _sweep_and_report(scenario, target, out_dir, observer)
 
 
@@ -69,6 +70,7 @@ def bench_topology(topo: Topology, scenario: Scenario, out_dir: Path, *,
                    run_root: Path | None = None) -> BenchRun:
     """Bring the graph up, sweep it, bring it down (whatever happens in between)."""
     say = on_event or (lambda text: None)
+    record_fingerprint(out_dir, "bench", {"topology": (topo, topology_file)}, scenario)
     graph = _OwnedGraph(topo, run_root, say)
     try:
         running = graph.start()
@@ -120,6 +122,16 @@ class _OwnedGraph:
         return prepare
 
 
+def record_fingerprint(out_dir: Path, command: str,
+                       topologies: dict[str, tuple[Topology, Path | None]],
+                       scenario: Scenario) -> None:
+    """fingerprint.json: what produced this output directory (see evidence/fingerprint)."""
+    from ..evidence.fingerprint import capture, write_fingerprint
+
+    trace = {"trace": scenario.trace.file} if scenario.trace is not None else {}
+    write_fingerprint(out_dir, capture(command, topologies, inputs=scenario, input_files=trace))
+
+
 def _sweep_and_report(scenario: Scenario, target: BenchTarget, out_dir: Path,
                       observer: SweepObserver | None) -> BenchRun:
     result = run_sweep(scenario, target, out_dir, observer)
@@ -134,6 +146,8 @@ def compare_arms(arms: list[Arm], scenario: Scenario, out_dir: Path, *, repeat: 
                  run_root: Path | None = None) -> list[ArmRuns]:
     """Every arm `repeat` times, each run on a freshly started graph. Repetitions are
     interleaved (A B A B ...) so a slow drift of the machine does not favour one arm."""
+    record_fingerprint(out_dir, "compare",
+                       {arm.slug: (arm.topology, arm.topology_file) for arm in arms}, scenario)
     runs: dict[str, list[BenchRun]] = {arm.slug: [] for arm in arms}
     for rep in range(1, repeat + 1):
         for arm in arms:

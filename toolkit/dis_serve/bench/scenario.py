@@ -209,6 +209,11 @@ class Scenario(_Strict):
         description="Seed for AIPerf's synthetic prompts, so two runs send the same requests.")
     request_timeout_s: float = Field(
         default=600.0, gt=0, description="A request slower than this counts as an error.")
+    max_error_pct: float = Field(
+        default=1.0, ge=0, le=100,
+        description="Share of a point's requests that may fail (HTTP error, timeout, "
+                    "cancelled), in %; above it the point is invalid: the report marks it, "
+                    "`bench` exits 1 and the CI gate refuses it as a baseline.")
     point_timeout_s: float = Field(
         default=3600.0, gt=0,
         description="A sweep point still running after this long is stopped and the sweep fails.")
@@ -273,6 +278,15 @@ class Scenario(_Strict):
                              "replays every row on its timestamp); set it to 0")
         self._check_sweep("trace.speedup", list(self.trace.speedup))
         return self
+
+    @property
+    def fixed_output_tokens(self) -> int | None:
+        """The output length every request must reach, when the scenario fixes it: one
+        length (no spread) and the server told to ignore end-of-sequence."""
+        if (self.output_tokens is None or self.output_tokens.stddev > 0
+                or not self.ignore_eos):
+            return None
+        return self.output_tokens.mean
 
     @property
     def load_kind(self) -> LoadKind:

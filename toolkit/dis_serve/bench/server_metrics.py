@@ -21,10 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import RunError
-from ..render.launch_plan import LaunchPlan
+from ..render.metrics_endpoints import FRONTEND, MetricsEndpoint
 from ..topology import PoolRole
-
-FRONTEND = "frontend"
 
 # Requests admitted by a worker's handler and not finished (Dynamo runtime, every worker).
 ACTIVE = "dynamo_component_inflight_requests"
@@ -35,33 +33,6 @@ ROUTER_QUEUE = "dynamo_frontend_router_queue_pending_requests"
 KV_USAGE = "trtllm:kv_cache_usage_perc"  # a fraction of the worker's KV blocks, despite the name
 FRONTEND_INFLIGHT = "dynamo_frontend_inflight_requests"
 FRONTEND_QUEUED = "dynamo_frontend_queued_requests"
-
-
-class MetricsEndpoint(BaseModel):
-    """One Prometheus endpoint and the pool it speaks for (`frontend`, `prefill`, ...)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    url: str
-    pool: str
-
-
-def graph_endpoints(plan: LaunchPlan, frontend_url: str) -> list[MetricsEndpoint]:
-    """The frontend's and every worker's `/metrics`, from the launch plan's system ports.
-
-    Workers bind loopback on the frontend's host, so the host comes from the frontend URL.
-    """
-    host = _host_of(frontend_url)
-    endpoints = [MetricsEndpoint(url=f"{frontend_url.rstrip('/')}/metrics", pool=FRONTEND)]
-    for worker in plan.workers:
-        assert worker.role is not None
-        endpoints.append(MetricsEndpoint(
-            url=f"http://{host}:{worker.ports['system']}/metrics", pool=worker.role.value))
-    return endpoints
-
-
-def _host_of(url: str) -> str:
-    rest = url.split("://", 1)[-1]
-    return rest.split("/", 1)[0].rsplit(":", 1)[0]
 
 
 class Gauge(BaseModel):

@@ -15,8 +15,8 @@ from pathlib import Path
 from ..errors import RunError, UserInputError
 from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
+from ..render.metrics_endpoints import MetricsEndpoint, graph_endpoints
 from ..topology import Topology
-from .server_metrics import MetricsEndpoint, graph_endpoints
 
 
 @dataclass(frozen=True)

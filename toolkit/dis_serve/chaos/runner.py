@@ -37,10 +37,13 @@ def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -
 def run_chaos(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
               topology_file: Path | None = None, run_root: Path | None = None,
               on_event: Callable[[str], None] | None = None) -> ChaosOutcome:
+    from ..evidence.fingerprint import capture, write_fingerprint
     from ..launch.graph import start_graph
 
     say = on_event or (lambda _text: None)
     with sweep_lock(out_dir):
+        write_fingerprint(out_dir, capture("chaos", {"topology": (topo, topology_file)},
+                                           inputs=scenario))
         say(f"starting graph {topo.name}")
         with start_graph(topo, run_root=run_root) as graph:
             target = make_target(topo, url=graph.endpoint, plan=graph.plan,

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from ..errors import UserInputError
-from .signals import interrupt_on_termination
+from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -217,12 +217,7 @@ def bench(
             run = bench_topology(topo, spec, out_dir, topology_file=topo_path,
                                  tokenizer=tokenizer, observer=observer,
                                  on_event=lambda text: progress.console.print(text))
-    console.print(_summary_table(run.result, f"{spec.name} on {topo.name} "
-                                             f"({run.result.gpus} GPUs)"))
-    console.print(_cache_line(run.result), markup=False)
-    console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
-                  f"{run.files.latency_png.name}; data: {run.files.json.name}, "
-                  f"{run.files.csv.name})", markup=False)
+    _print_run(run, f"{spec.name} on {topo.name} ({run.result.gpus} GPUs)")
     if write_baseline is not None:
         write_baseline.parent.mkdir(parents=True, exist_ok=True)
         write_baseline.write_text(run.result.model_dump_json(indent=2), encoding="utf-8")
@@ -235,6 +230,18 @@ def bench(
     else:
         console.print(f"next: dis-serve compare graphs/agg-mocker.yaml {topo_path} "
                       f"--scenario {scenario}", markup=False)
+
+
+def _print_run(run, title: str) -> None:
+    """The summary, then exit 1 on an invalid run: it never becomes a baseline nor is gated."""
+    from ..bench.validity import enforce_valid
+
+    console.print(_summary_table(run.result, title))
+    console.print(_cache_line(run.result), markup=False)
+    console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
+                  f"{run.files.latency_png.name}; data: {run.files.json.name}, "
+                  f"{run.files.csv.name}; evidence: fingerprint.json)", markup=False)
+    enforce_valid(run.result, str(run.files.markdown))
 
 
 def compare(

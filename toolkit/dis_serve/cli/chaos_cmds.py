@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from ..errors import DisServeError
-from .signals import interrupt_on_termination
+from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..chaos.outcome import ChaosOutcome

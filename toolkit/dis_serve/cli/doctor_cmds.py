@@ -12,76 +12,14 @@ import typer
 from rich.console import Console, Group
 from rich.table import Table
 
+from ..coordination.doctor_view import cells, registrations_table, router_line
 from ..errors import PreflightError, UserInputError
 
 if TYPE_CHECKING:
     from ..coordination.doctor import DoctorReport, DoctorTarget
-    from ..coordination.observed import Registration
     from ..launch.rundir import RunDir
 
 console = Console(highlight=False, soft_wrap=True)
-
-
-def registrations_table(report: DoctorReport) -> Table:
-    """One row per worker registration: lease, liveness, the router's view, traffic."""
-    from ..coordination.findings import workers_of
-
-    traffic = report.traffic
-    served = {w.instance_id: w.requests for w in traffic.workers} if traffic else {}
-    router = traffic.router_workers if traffic else {}
-    table = Table(title=f"etcd {report.etcd.url}: {report.namespace}", title_justify="left")
-    for column in ("component", "instance", "lease", "address", "process", "state", "router",
-                   "requests"):
-        table.add_column(column)
-    for reg in sorted(workers_of(report.etcd), key=lambda r: (r.component, r.instance_id)):
-        lease = (f"{reg.lease_left_s}/{reg.lease_ttl_s} s" if reg.lease_ttl_s is not None
-                 else "?")
-        table.add_row(*_cells(reg.component, reg.instance_id, lease, reg.address or "-",
-                              reg.process or "-", _state(reg), router.get(reg.instance_id, "-"),
-                              str(served.get(reg.instance_id, "-"))))
-    return table
-
-
-def _cells(*values: str) -> list:
-    from rich.text import Text
-
-    return [Text(v) for v in values]  # plain text: a message may contain [brackets]
-
-
-def _state(reg: Registration) -> str:
-    if reg.reachable is False:
-        return "stale: unreachable"
-    if reg.healthy is False:
-        return "stale: unhealthy"
-    return "live" if reg.reachable else "registered"
-
-
-def router_line(report: DoctorReport) -> str:
-    traffic = report.traffic
-    expected = report.expected
-    parts = []
-    if expected is not None:
-        live: dict[str, int] = {}
-        for reg in report.etcd.registrations:
-            if reg.endpoint == "generate" and not reg.stale:
-                live[reg.component] = live.get(reg.component, 0) + 1
-        parts.append("registered " + ", ".join(
-            f"{c} {live.get(c, 0)}/{n}" for c, n in expected.workers.items()))
-    if traffic is not None and traffic.error is None:
-        kinds: dict[str, int] = {}
-        for kind in traffic.router_workers.values():
-            kinds[kind] = kinds.get(kind, 0) + 1
-        seen = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none"
-        follows = {True: "follows KV events", False: "predicts the cache (no KV events)",
-                   None: "no KV router"}[traffic.router_follows_kv_events]
-        answered = "?" if traffic.frontend_requests is None else traffic.frontend_requests
-        pools: dict[str, int] = {}
-        for worker in traffic.workers:
-            pools[worker.component] = pools.get(worker.component, 0) + worker.requests
-        served = ", ".join(f"{c} {n}" for c, n in sorted(pools.items())) or "unknown"
-        parts.append(f"router sees {seen}; {follows} ({traffic.kv_events_applied} applied); "
-                     f"frontend answered {answered} requests; pools served {served}")
-    return "; ".join(parts)
 
 
 def nats_lines(report: DoctorReport) -> list[str]:
@@ -120,7 +58,7 @@ def findings_table(report: DoctorReport) -> Table:
     for column in ("finding", "about", "what", "likely cause", "fix"):
         table.add_column(column, overflow="fold")
     for f in report.findings:
-        table.add_row(*_cells(f.code.value, f.subject, f.message, f.cause, f.fix))
+        table.add_row(*cells(f.code.value, f.subject, f.message, f.cause, f.fix))
     return table
 
 
@@ -146,7 +84,7 @@ def _check_url(url: str, schemes: tuple[str, ...], flag: str) -> str:
 
 
 def _must_be_running(run: RunDir) -> None:
-    from ..launch.control import supervisor_alive
+    from ..launch.run_lookup import supervisor_alive
 
     state = run.read_state()
     if state is None or not supervisor_alive(state):
@@ -159,8 +97,8 @@ def resolve_target(name: str | None, etcd: str | None, nats: str | None,
                    namespace: str | None, frontend: str | None,
                    metrics: list[str]) -> DoctorTarget:
     """Our graph by name (or the only running one), or any deployment by its URLs."""
-    from ..coordination.doctor import DoctorTarget, target_for_run
-    from ..launch.control import find_run
+    from ..coordination.doctor import DoctorTarget
+    from ..launch.run_lookup import doctor_target, find_run
 
     by_url = etcd is not None or namespace is not None
     if name is not None and by_url:
@@ -171,7 +109,7 @@ def resolve_target(name: str | None, etcd: str | None, nats: str | None,
         # Extra --metrics: workers outside the plan (one started by hand in its namespace).
         run = find_run(name, active_only=False)
         _must_be_running(run)
-        target = target_for_run(run)
+        target = doctor_target(run)
         extra = [_check_url(m, ("http", "https"), "--metrics") for m in metrics]
         return replace(target, worker_metrics=target.worker_metrics + extra)
     if etcd is None or namespace is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import queue
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,11 +12,11 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import RunError, UserInputError
-from .signals import interrupt_on_termination
+from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
-    from ..launch.rundir import RunDir
-    from ..launch.status import GraphStatus
+    from ..launch.events import SupervisorEvent
+    from ..launch.handle import GraphHandle, ObservedGraph
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -30,20 +29,18 @@ def _load(file: Path | None):  # -> Topology, imported lazily to keep `--help` l
     return load_model_file(Topology, file or DEMO_TOPOLOGY)
 
 
-def status_table(status: GraphStatus, *, check_pids: bool = False) -> Table:
-    from ..launch.process import same_process
-
-    table = Table(title=f"{status.name}: {status.phase.value}", title_justify="left")
-    for column in ("process", "pid", "state", "port", "restarts", "ready"):
+def status_table(observed: ObservedGraph) -> Table:
+    table = Table(title=f"{observed.name}: {observed.phase.value} ({observed.supervisor})",
+                  title_justify="left")
+    nodes = any(proc.node is not None for proc in observed.processes)
+    columns = ("process", *(("node",) if nodes else ()), "pid", "state", "port", "restarts",
+               "ready")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("pid", "restarts") else "left")
-    for proc in status.processes:
-        state, ready = proc.state.value, proc.ready
-        # The record may be stale (its supervisor killed): say what is true now.
-        if check_pids and proc.state.alive and not same_process(proc.pid or 0, proc.create_time):
-            state, ready = "gone", False
+    for proc in observed.processes:
         ports = ", ".join(str(p) for p in proc.ports.values()) or "-"
-        table.add_row(proc.name, str(proc.pid or "-"), state, ports, str(proc.restarts),
-                      "yes" if ready else "no")
+        table.add_row(proc.name, *((proc.node or "-",) if nodes else ()), str(proc.pid or "-"),
+                      proc.state.value, ports, str(proc.restarts), "yes" if proc.ready else "no")
     return table
 
 
@@ -54,19 +51,21 @@ def _curl(endpoint: str, model: str) -> str:
             f"-d {shlex.quote(body)}")
 
 
-def _print_ready(status: GraphStatus) -> None:
-    console.print(f"ready in {status.ready_after_s:.1f} s: {status.endpoint}  "
-                  f"(model {status.model_name}, run dir {status.run_dir})", markup=False)
-    console.print(_curl(status.endpoint, status.model_name), markup=False)
+def _print_ready(observed: ObservedGraph) -> None:
+    queued = f" (scheduler: {observed.queued_s:.0f} s queued)" if observed.queued_s is not None \
+        else ""
+    after = observed.ready_after_s or 0.0
+    console.print(f"ready in {after:.1f} s{queued}: {observed.endpoint}  (model "
+                  f"{observed.model_name}, run dir {observed.run_dir})", markup=False)
+    console.print(_curl(observed.endpoint or "", observed.model_name), markup=False)
 
 
-def _print_preparation(prepared) -> None:  # PreparedRun
-    if prepared.cleaned:
-        names = ", ".join(item.name for item in prepared.cleaned)
-        console.print(f"cleaned up processes a previous supervisor left running: {names}",
-                      markup=False)
-    for warning in prepared.warnings:
-        console.print(f"warning: {warning}", markup=False)
+def _print_event(event: SupervisorEvent) -> None:
+    """The supervisor's events (crashes, restarts); ready and failure have their own output."""
+    from ..launch.events import Failed, Ready, describe
+
+    if not isinstance(event, Ready | Failed):
+        console.print(describe(event), markup=False)
 
 
 def up(
@@ -83,95 +82,64 @@ def up(
                             "directory's previous/ (0: none).", min=0)] = 3,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
-    topo = _load(file)
-    from ..topology import PlacementKind
+    from ..launch.handle import StartOptions, handle_for
 
-    if topo.placement.kind is PlacementKind.SLURM:
-        from . import slurm_cmds
-
-        slurm_cmds.up(topo, timeout, detach)
-        return
-    if detach:
-        _up_detached(topo, timeout, keep_runs)
-    else:
-        _up_foreground(topo, timeout, keep_runs)
-
-
-def _up_detached(topo, timeout: float | None, keep_runs: int) -> None:
-    from ..launch.daemon import start_detached
-
-    status, prepared = start_detached(topo, ready_timeout_s=timeout, keep_runs=keep_runs)
-    _print_preparation(prepared)
-    console.print(status_table(status))
-    _print_ready(status)
-    console.print(f"next: dis-serve status {status.name} | dis-serve logs frontend --name "
-                  f"{status.name} | dis-serve down {status.name}", markup=False)
-
-
-def _up_foreground(topo, timeout: float | None, keep_runs: int) -> None:
-    from rich.live import Live
-
-    from ..launch.graph import launch_graph
-
-    # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
-    # closed terminal (SIGHUP).
-    interrupt_on_termination()
-    events: queue.Queue[str] = queue.Queue()
-    graph = launch_graph(topo, ready_timeout_s=timeout, on_event=events.put,
-                         keep_runs=keep_runs)
-    _print_preparation(graph.prepared)
-    supervisor = graph.supervisor
+    handle = handle_for(_load(file))
+    if not detach:
+        # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
+        # closed terminal (SIGHUP).
+        interrupt_on_termination()
+    report = handle.start(StartOptions(detach=detach, ready_timeout_s=timeout,
+                                       keep_runs=keep_runs, on_event=_print_event))
+    for note in report.notes:
+        console.print(note, markup=False)
+    for warning in report.warnings:
+        console.print(f"warning: {warning}", markup=False)
+    ready = False
     try:
-        with Live(status_table(graph.status()), console=console, refresh_per_second=8) as live:
-            while not supervisor.ready.wait(0.1) and not supervisor.finished.is_set():
-                live.update(status_table(graph.status()))
-            live.update(status_table(graph.status()))
-        if not console.is_terminal:
-            console.line()  # Live leaves its last frame without a newline off a terminal
-        if supervisor.ready.is_set() and not supervisor.finished.is_set():
-            _print_ready(graph.status())
-            console.print("Ctrl-C stops the graph.", markup=False)
-        _follow_phase(graph, events)
+        observed = _wait_ready_live(handle)
+        ready = True
+        _print_ready(observed)
+        if detach:
+            console.print(f"next: dis-serve status {handle.name} | dis-serve logs frontend "
+                          f"--name {handle.name} | dis-serve down {handle.name}", markup=False)
+            return
+        console.print("Ctrl-C stops the graph.", markup=False)
+        last = handle.watch(_print_change)
     except KeyboardInterrupt:
         console.print("stopping...", markup=False)
-        if not supervisor.ready.is_set():
-            graph.stop()
+        handle.stop()
+        if not ready:
             raise  # interrupted before it served: exit 130, not a clean stop
-    finally:
-        graph.stop()
-    if graph.error:
-        raise RunError(graph.error)
-    console.print(f"stopped {topo.name}", markup=False)
+        console.print(f"stopped {handle.name}", markup=False)
+        return
+    except BaseException:
+        if not detach:
+            handle.stop()
+        raise
+    stopped = handle.stop()
+    if last.error:
+        raise RunError(last.error)
+    for line in stopped.lines:
+        console.print(line, markup=False)
 
 
-def _follow_phase(graph, events: queue.Queue[str]) -> None:  # RunningGraph
-    """Until the graph stops: the supervisor's events, and the table again whenever the
-    graph turns degraded or ready again."""
-    shown = graph.status().phase
-    while not graph.supervisor.finished.wait(0.2):
-        _drain(events)
-        status = graph.status()
-        if status.phase is not shown and status.phase.serving:
-            shown = status.phase
-            console.print(status_table(status))
-            for problem in status.problems:
-                console.print(f"degraded: {problem}", markup=False)
+def _wait_ready_live(handle: GraphHandle) -> ObservedGraph:
+    from rich.live import Live
+
+    with Live(console=console, refresh_per_second=8) as live:
+        observed = handle.wait_ready(on_update=lambda o: live.update(status_table(o)))
+        live.update(status_table(observed))
+    if not console.is_terminal:
+        console.line()  # Live leaves its last frame without a newline off a terminal
+    return observed
 
 
-def _drain(events: queue.Queue[str]) -> None:
-    """Print the supervisor's events (crashes, restarts); ready and failure have their own
-    output."""
-    while True:
-        try:
-            message = events.get_nowait()
-        except queue.Empty:
-            return
-        if not message.startswith(("ready", "failed")):
-            console.print(message, markup=False)
-
-
-EXIT_FAILED = 1
-EXIT_DEGRADED = 3
+def _print_change(observed: ObservedGraph) -> None:
+    """The table again whenever the graph turns degraded or ready again."""
+    console.print(status_table(observed))
+    for problem in observed.problems:
+        console.print(f"degraded: {problem}", markup=False)
 
 
 def status(
@@ -182,62 +150,45 @@ def status(
     registrations with their leases as the router sees them. Exit status 0 when it is ready
     (or starting, or was stopped cleanly), 3 when degraded, 1 when failed or its supervisor
     is gone."""
-    from ..launch.control import find_run, supervisor_alive
-    from ..launch.status import GraphPhase
+    from ..launch.handle import StatusVerdict, handle_for_run
+    from ..launch.run_lookup import find_run
 
-    run = find_run(name, active_only=False)
-    if (job := _slurm_job(run)) is not None:
-        from . import slurm_cmds
-
-        slurm_cmds.status(run, job)
-        return
-    state = run.read_state()
-    if state is None:
-        raise UserInputError(f"graph {run.name!r} has no recorded state in {run.path}",
-                             fix="start it with `dis-serve up`")
-    console.print(status_table(state, check_pids=True))
-    alive = supervisor_alive(state)
-    code = 0
-    if alive and state.phase.serving:
-        console.print(f"serving {state.model_name} at {state.endpoint} (supervisor pid "
-                      f"{state.supervisor_pid})", markup=False)
-        _print_router_and_leases(run)
-    if alive and state.phase is GraphPhase.DEGRADED:
-        code = EXIT_DEGRADED
-        for problem in state.problems:
+    handle = handle_for_run(find_run(name, active_only=False))
+    observed = handle.status()
+    console.print(status_table(observed))
+    if observed.serving:
+        router = f"; router: {observed.router}" if observed.router else ""
+        console.print(f"serving {observed.model_name} at {observed.endpoint} "
+                      f"({observed.supervisor}{router})", markup=False)
+        _print_registrations(handle)
+    if observed.verdict is StatusVerdict.DEGRADED:
+        for problem in observed.problems:
             console.print(f"degraded: {problem}", markup=False)
-    elif not alive and not state.phase.finished:
-        code = EXIT_FAILED
-        console.print(f"the supervisor (pid {state.supervisor_pid}) is gone; the table is its "
-                      f"last record; `dis-serve down {state.name}` stops anything left",
-                      markup=False)
-    if state.phase is GraphPhase.FAILED:
-        code = EXIT_FAILED
-    if state.error:
-        console.print(f"error: {state.error}", markup=False)
-    raise typer.Exit(code)
+    if observed.supervisor_gone:
+        console.print(f"the {observed.supervisor} is gone; the table is its last record; "
+                      f"`dis-serve down {observed.name}` stops anything left", markup=False)
+    if observed.error:
+        console.print(f"error: {observed.error}", markup=False)
+    raise typer.Exit(observed.verdict.exit_code)
 
 
-def _print_router_and_leases(run: RunDir) -> None:
-    """The router's view and each registration's lease: the doctor's code, without NATS."""
-    from dataclasses import replace
+def _print_registrations(handle: GraphHandle) -> None:
+    """The router's view and each registration's lease (the doctor's, without NATS)."""
+    from ..coordination.doctor_view import registrations_table, router_line
 
-    from ..coordination.doctor import run_doctor, target_for_run
-    from .doctor_cmds import registrations_table, router_line
-
-    try:
-        target = target_for_run(run)
-    except OSError as exc:  # the run directory's inputs were removed while it runs
-        console.print(f"router view unavailable: {exc}", markup=False)
+    view = handle.registrations()
+    report = view.report
+    if report is None:
+        if view.unavailable:
+            console.print(f"router view unavailable: {view.unavailable}", markup=False)
         return
-    report = run_doctor(replace(target, nats_url=None))
     if report.etcd.error:
         console.print(f"etcd: {report.etcd.error}", markup=False)
         return
     console.print(registrations_table(report))
     console.print(router_line(report), markup=False)
     if report.findings:
-        console.print(f"{len(report.findings)} findings: `dis-serve doctor {run.name}`",
+        console.print(f"{len(report.findings)} findings: `dis-serve doctor {handle.name}`",
                       markup=False)
 
 
@@ -252,43 +203,25 @@ def logs(
     = 40,
 ) -> None:
     """Print a graph's process logs (Ctrl-C ends --follow)."""
-    from ..launch.control import find_run
+    from ..launch.handle import handle_for_run
+    from ..launch.run_lookup import find_run
 
-    run = find_run(name, active_only=False)
-    names = _process_names(run)
+    handle = handle_for_run(find_run(name, active_only=False))
+    names = handle.process_names()
     if process is not None and process not in names:
-        raise UserInputError(f"no process {process!r} in graph {run.name}",
+        raise UserInputError(f"no process {process!r} in graph {handle.name}",
                              fix="use one of " + ", ".join(names))
     chosen = [process] if process else names
     prefix = len(chosen) > 1
     for proc in chosen:
-        for line in run.tail(proc, lines):
+        for line in handle.tail(proc, lines):
             console.print(f"{proc} | {line}" if prefix else line, markup=False)
     if follow:
-        _follow(run, chosen, prefix)
-
-
-def _slurm_job(run: RunDir):  # -> SlurmJob | None
-    from ..launch.slurm_record import read_job
-
-    return read_job(run)
-
-
-def _process_names(run: RunDir) -> list[str]:
-    if (job := _slurm_job(run)) is not None:
-        return [*job.processes, f"slurm-{job.job_id}"]
-    state = run.read_state()
-    if state is not None:
-        return [p.name for p in state.processes] + ["supervisor"]
-    return sorted(p.stem for p in run.logs.glob("*.log"))
-
-
-def _follow(run: RunDir, names: list[str], prefix: bool) -> None:
-    try:
-        for proc, line in run.follow(names):
-            console.print(f"{proc} | {line}" if prefix else line, markup=False)
-    except KeyboardInterrupt:
-        return
+        try:
+            for proc, line in handle.follow(chosen):
+                console.print(f"{proc} | {line}" if prefix else line, markup=False)
+        except KeyboardInterrupt:
+            return
 
 
 def down(
@@ -298,7 +231,8 @@ def down(
     = False,
 ) -> None:
     """Stop a graph: frontend, workers, NATS, etcd; nothing it started keeps running."""
-    from ..launch.control import active_runs, find_run, stop_run
+    from ..launch.handle import handle_for_run
+    from ..launch.run_lookup import active_runs, find_run
 
     if all_graphs:
         runs = active_runs()
@@ -310,28 +244,8 @@ def down(
     else:
         runs = [find_run(name)]
     for run in runs:
-        if (job := _slurm_job(run)) is not None:
-            from . import slurm_cmds
-
-            slurm_cmds.down(run, job)
-            continue
-        result = stop_run(run)
-        if result.had_supervisor:
-            console.print(f"stopped {result.name} (supervisor exited after "
-                          f"{result.supervisor_exit_s:.1f} s)", markup=False)
-        if result.leftovers:
-            names = ", ".join(item.name for item in result.leftovers)
-            what = "left running" if result.had_supervisor else "left by a dead supervisor"
-            console.print(f"{result.name}: stopped processes {what}: {names}", markup=False)
-        elif result.stale:
-            console.print(f"{result.name}: its supervisor had died and none of its processes "
-                          "were left; marked stopped", markup=False)
-        elif not result.had_supervisor:
-            console.print(f"{result.name} is not running", markup=False)
-        if result.shared_keys_deleted or result.shared_streams_deleted:
-            console.print(f"{result.name}: removed {result.shared_keys_deleted} etcd keys and "
-                          f"{len(result.shared_streams_deleted)} JetStream streams its "
-                          "namespace left on the shared etcd/NATS", markup=False)
+        for line in handle_for_run(run).stop().lines:
+            console.print(line, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -61,7 +61,7 @@ def render(
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("rendered"),
 ) -> None:
     """Write the graph as local launch files and/or a Kubernetes DynamoGraphDeployment."""
-    from ..render.target_files import Target, render_files, write_files
+    from ..render.target_files import Target, render_target, write_files
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
@@ -71,22 +71,15 @@ def render(
         raise UserInputError(f"unknown target {target!r}", key="--target",
                              fix="use local, k8s, hosts, slurm or all") from None
     topo = load_model_file(Topology, file)
-    if chosen.includes(Target.K8S):
-        from ..render.model_cache import local_path_problem
-
-        if (problem := local_path_problem(topo)) is not None:
-            raise UserInputError(problem, source=str(file), key="model.id")
     out_dir = out.resolve()
-    for path in write_files(render_files(topo, chosen, out_dir), out_dir):
+    result = render_target(topo, chosen, out_dir, source=str(file))
+    for path in write_files(result.files, out_dir):
         console.print(f"wrote {path}", markup=False)
+    for warning in result.warnings:
+        console.print(f"note: {warning}", markup=False)
+    for step in result.first_steps:
+        console.print(f"first: {step}", markup=False)
     if chosen.includes(Target.K8S):
-        from ..catalog import KNOWN_MODELS
-
-        if topo.model.id == KNOWN_MODELS["dis-serve-tiny"].hf_id:
-            console.print(f"note: {topo.model.id} is dis-serve's local tokenizer-only card, "
-                          "which a cluster cannot download; set model.id to a real Hugging Face "
-                          "id before applying the manifest", markup=False)
-        _print_k8s_prerequisites(topo)
         console.print(f"next: kubectl apply -f {out_dir / 'k8s' / 'deployment.yaml'}",
                       markup=False)
     if chosen.wanted(Target.HOSTS, topo):
@@ -99,26 +92,17 @@ def render(
         console.print(f"next: dis-serve up {file}", markup=False)
 
 
-def _print_k8s_prerequisites(topo) -> None:
-    """What must exist in the cluster before `kubectl apply`, as commands."""
-    kube = topo.kubernetes
-    namespace = f"-n {kube.namespace}"
-    console.print(f"first: kubectl create namespace {kube.namespace} (if it does not exist)",
-                  markup=False)
-    if not kube.model_cache.existing:
-        console.print(f"first: kubectl create secret generic {kube.model_cache.hf_token_secret} "
-                      f"{namespace} --from-literal=HF_TOKEN=<your Hugging Face token>",
-                      markup=False)
-    if topo.router.policy_config:
-        from ..render.k8s import router_policy_map_name
-
-        console.print(f"first: kubectl create configmap {router_policy_map_name(topo)} "
-                      f"{namespace} --from-file=policy.yaml={topo.router.policy_config}",
-                      markup=False)
-
-
-def schema() -> None:
+def schema(
+    markdown: Annotated[bool, typer.Option(
+        "--markdown", help="Print the Markdown reference (docs/topology.md) instead: every "
+                           "section, key, type, default and description.")] = False,
+) -> None:
     """Print the topology JSON Schema (point your editor's YAML support at it)."""
+    if markdown:
+        from ..schema_reference import topology_reference
+
+        typer.echo(topology_reference(), nl=False)
+        return
     from ..topology import Topology
 
     typer.echo(json.dumps(Topology.model_json_schema(), indent=2))

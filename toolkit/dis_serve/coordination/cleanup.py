@@ -65,7 +65,7 @@ def apply_cleanup(plan: CleanupPlan) -> CleanupResult:
 def live_registrations(namespace: str, etcd_url: str) -> list[str]:
     """Instances registered under the namespace whose request server answers: a live graph.
     Raises ConnectionError when etcd cannot be read."""
-    from ..launch.readiness import http_client
+    from ..probes import http_client
     from . import liveness
 
     view = asyncio.run(read_etcd(etcd_url, namespace))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..topology import NatsMode, PoolRole
+from ..topology import PoolRole
 from . import findings as rules
 from .etcd_view import read_etcd
 from .findings import Expectations, Finding
@@ -17,8 +17,6 @@ from .nats_view import read_nats
 from .observed import EtcdView, NatsView, TrafficView
 
 if TYPE_CHECKING:
-    from ..launch.rundir import RunDir
-    from ..launch.status import GraphStatus
     from ..render.launch_plan import LaunchPlan
     from ..topology import Topology
 
@@ -35,7 +33,7 @@ class DoctorTarget:
     expected: Expectations | None = None
     graph: str | None = None
     plan: LaunchPlan | None = None
-    status: GraphStatus | None = None
+    pids: dict[int, str] = field(default_factory=dict)  # our graph's: pid -> process name
 
 
 class DoctorReport(BaseModel):
@@ -66,31 +64,16 @@ def expectations(topo: Topology) -> Expectations:
         kv_event_components=[r.dynamo_component for r in roles if r.publishes_kv_events])
 
 
-def target_for_run(run: RunDir) -> DoctorTarget:
-    """Our graph, from its run directory: URLs, metrics ports, expectations, processes."""
-    from ..bench.server_metrics import FRONTEND, graph_endpoints
-
-    topo, plan = run.read_topology(), run.read_plan()
-    endpoints = graph_endpoints(plan, plan.endpoint)
-    nats = topo.coordination.nats
-    return DoctorTarget(
-        namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
-        nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
-        frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
-        worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
-        expected=expectations(topo), graph=topo.name, plan=plan, status=run.read_state())
-
-
 def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:
     """Read etcd and NATS together (NATS listens for `window_s` seconds), then metrics."""
-    from ..launch.readiness import http_client
+    from ..probes import http_client
     from . import liveness
     from .traffic import read_traffic
 
     etcd, nats = asyncio.run(_read_planes(target, window_s))
     with http_client() as client:
         etcd = etcd.model_copy(update={"registrations": liveness.check(
-            etcd.registrations, client, target.plan, target.status)})
+            etcd.registrations, client, target.plan, target.pids)})
         traffic = None
         if target.frontend_metrics or target.worker_metrics:
             traffic = read_traffic(client, target.frontend_metrics, target.worker_metrics)

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from ..launch.readiness import process_ready, tcp_accepts
+from ..probes import process_ready, tcp_accepts
 from .observed import Registration
 
 if TYPE_CHECKING:
     import httpx
 
-    from ..launch.status import GraphStatus
     from ..render.launch_plan import LaunchPlan
 
 
@@ -27,11 +26,12 @@ def listeners() -> dict[int, int]:
 
 
 def check(registrations: list[Registration], client: httpx.Client,
-          plan: LaunchPlan | None = None, status: GraphStatus | None = None
+          plan: LaunchPlan | None = None, pids: dict[int, str] | None = None
           ) -> list[Registration]:
-    """The registrations with `reachable` (and, for our graph, `process`, `healthy`) set."""
-    owners = listeners() if status is not None else {}
-    by_pid = {p.pid: p.name for p in status.processes if p.pid} if status else {}
+    """The registrations with `reachable` (and, for our graph, whose processes are `pids`:
+    pid -> process name, `process` and `healthy`) set."""
+    owners = listeners() if pids else {}
+    by_pid = pids or {}
     checked = []
     for reg in registrations:
         if reg.address is None:

@@ -22,12 +22,15 @@ from pathlib import Path
 from ..errors import RunError
 from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
+from .events import describe
 from .graph import PreparedRun, prepare_run
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphPhase, GraphStatus
 from .supervisor import Supervisor
 
 POLL_S = 0.02
+# Past the readiness budget, the supervisor stops what it started before it reports failure.
+STOP_MARGIN_S = 60.0
 
 
 def start_detached(topo: Topology, *, run_root: Path | None = None,
@@ -45,14 +48,15 @@ def start_detached(topo: Topology, *, run_root: Path | None = None,
     if pid == 0:
         _daemon_main(run_dir, ready_timeout_s)  # never returns
     try:
-        return _wait_ready(run_dir, pid), prepared
+        return _wait_ready(run_dir, pid, ready_timeout_s + STOP_MARGIN_S), prepared
     except KeyboardInterrupt:
         os.kill(pid, signal.SIGTERM)
         os.waitpid(pid, 0)
         raise
 
 
-def _wait_ready(run_dir: RunDir, pid: int) -> GraphStatus:
+def _wait_ready(run_dir: RunDir, pid: int, timeout_s: float) -> GraphStatus:
+    deadline = time.monotonic() + timeout_s
     while True:
         status = run_dir.read_state()
         if status is not None and status.supervisor_pid == pid:
@@ -66,6 +70,13 @@ def _wait_ready(run_dir: RunDir, pid: int) -> GraphStatus:
             tail = "\n".join("  " + line for line in run_dir.tail("supervisor"))
             raise RunError(f"the supervisor exited (status {os.waitstatus_to_exitcode(code)}) "
                            f"before the graph was ready; {run_dir.supervisor_log}:\n{tail}")
+        if time.monotonic() > deadline:
+            # The supervisor enforces the readiness budget itself; past it and the margin
+            # for stopping, it is stuck: stop it rather than wait for ever.
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+            raise RunError(f"the supervisor (pid {pid}) neither became ready nor failed within "
+                           f"{timeout_s:g} s; {run_dir.supervisor_log} says why")
         time.sleep(POLL_S)
 
 
@@ -97,7 +108,7 @@ def _redirect_stdio(log: Path) -> None:
 def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
     """Run the prepared plan in `run_dir` until asked to stop; the process's exit status."""
     supervisor = Supervisor(run_dir.read_plan(), run_dir, ready_timeout_s=ready_timeout_s,
-                            on_event=lambda msg: print(msg, flush=True))
+                            on_event=lambda event: print(describe(event), flush=True))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: supervisor.request_stop())
     thread = threading.Thread(target=supervisor.run, name="supervisor")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,8 @@ from pathlib import Path
 from ..errors import RunError
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..startup_budget import readiness_timeout_s
-from ..topology import Supervision, Topology
-from .control import claim
+from ..topology import Topology
+from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
 from .preflight import (
@@ -30,7 +31,7 @@ from .preflight import (
     exposure_warnings,
     find_binaries,
 )
-from .process import DEFAULT_GRACE_S
+from .run_lookup import claim
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .status import GraphStatus
 from .supervisor import Supervisor
@@ -132,15 +133,14 @@ class RunningGraph:
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until ready; raise RunError (after everything stopped) if the graph failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while not self.supervisor.ready.wait(0.1):
                 if self.supervisor.finished.is_set():
                     raise RunError(self.supervisor.error or "the graph stopped before it was "
                                                             "ready")
-                if timeout is not None:
-                    timeout -= 0.1
-                    if timeout <= 0:
-                        raise RunError(f"{self.plan.name}: not ready in time")
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise RunError(f"{self.plan.name}: not ready in time")
         except BaseException:
             self.stop()
             raise
@@ -167,16 +167,15 @@ class RunningGraph:
 
 
 def launch_graph(topo: Topology, *, run_root: Path | None = None,
-                 ready_timeout_s: float | None = None, supervision: Supervision | None = None,
-                 grace_s: float = DEFAULT_GRACE_S,
-                 on_event: Callable[[str], None] | None = None,
+                 ready_timeout_s: float | None = None,
+                 on_event: Callable[[SupervisorEvent], None] | None = None,
                  keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
     readiness budget defaults to the workers' startup budget for the backend and model."""
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            supervision=supervision, grace_s=grace_s, on_event=on_event)
+                            on_event=on_event)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",
@@ -188,11 +187,10 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
 
 
 def start_graph(topo: Topology, *, run_root: Path | None = None,
-                ready_timeout_s: float | None = None, supervision: Supervision | None = None,
-                grace_s: float = DEFAULT_GRACE_S,
-                on_event: Callable[[str], None] | None = None) -> RunningGraph:
+                ready_timeout_s: float | None = None,
+                on_event: Callable[[SupervisorEvent], None] | None = None) -> RunningGraph:
     """Start the graph and return once it is ready (RunError, everything stopped, if not)."""
     graph = launch_graph(topo, run_root=run_root, ready_timeout_s=ready_timeout_s,
-                         supervision=supervision, grace_s=grace_s, on_event=on_event)
+                         on_event=on_event)
     graph.wait_ready()
     return graph

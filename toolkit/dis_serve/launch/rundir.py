@@ -95,7 +95,7 @@ class RunDir:
 
     @property
     def slurm_job_file(self) -> Path:
-        """A Slurm graph's record (launch/slurm_record.py) instead of a supervisor's state."""
+        """A Slurm graph's record (launch/slurm_jobs.py) instead of a supervisor's state."""
         return self.path / "slurm-job.json"
 
     def exists(self) -> bool:

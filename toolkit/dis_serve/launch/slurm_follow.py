@@ -12,12 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import RunError
 from ..http_client import direct_client
+from ..probes import PROBE_TIMEOUT_S, process_ready, router_view
 from ..render.cluster_plan import resolved_launch_plan
 from ..render.slurm import ADDRESSES_FILE
-from .readiness import PROBE_TIMEOUT_S, process_ready, router_view
 from .rundir import RunDir
 from .slurm_job import read_cluster_plan
-from .slurm_record import JobState, SlurmJob, cancel, job_state
+from .slurm_jobs import JobState, SlurmJob, cancel, job_state
 from .status import GraphPhase
 
 LOG_LINES_ON_FAILURE = 15

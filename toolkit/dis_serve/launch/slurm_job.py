@@ -28,7 +28,7 @@ from ..topology import PlacementKind, Topology
 from .graph import local_model_dir, write_worker_inputs
 from .preflight import find_binaries
 from .rundir import RunDir
-from .slurm_record import SlurmJob, job_state, read_job, slurm_command
+from .slurm_jobs import SlurmJob, job_state, read_job, slurm_command
 
 SCRIPT_FILE = "job.sbatch"
 CLUSTER_PLAN_FILE = "cluster-plan.json"

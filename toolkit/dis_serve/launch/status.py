@@ -18,6 +18,9 @@ class ProcessState(StrEnum):
     STOPPING = "stopping"
     STOPPED = "stopped"
     FAILED = "failed"          # exited and will not be restarted (given up)
+    # Only in an observation, never recorded: the record says it runs, but its pid is no
+    # longer ours (its supervisor was killed).
+    GONE = "gone"
 
     @property
     def alive(self) -> bool:

@@ -3,16 +3,17 @@
 One thread owns every child for its whole life (see process.py on PR_SET_PDEATHSIG): it
 spawns, polls, restarts and stops. Other threads only read `snapshot` and call `request_stop`.
 
-- Start: etcd and NATS, wait until their ports accept connections; then the frontend and
-  every worker at once (the frontend discovers workers whenever they register). Ready: every
-  process passes its probe (readiness.py) and the router sees every prefill and decode
-  worker.
+- Start: etcd and NATS; each Dynamo process (the frontend and every worker at once: the
+  frontend discovers workers whenever they register) as soon as the planes it connects to
+  accept connections. Ready: every process passes its probe (probes.py) and the router
+  sees every prefill and decode worker.
 - Exit: any exit of any process (status 0 too: all of them should run until stopped) is a
-  failure; the process is restarted after its kind's backoff (the topology's `supervision`
+  failure; restart_policy.py decides when it starts again (the topology's `supervision`
   section). etcd and NATS keep their data directories, so their state survives; workers
-  register again. More than `max_failures` exits within `window_s` gives up that process
-  alone: the graph runs on, `degraded`, and says why. It fails only when it cannot serve
-  at all: etcd, NATS or the frontend given up, or every worker of a pool role.
+  register again. Too many exits within the window give up that process alone: the graph
+  runs on, `degraded`, says why, and tries it again on a slow clock. Before it was first
+  ready (or with no slow retry) the graph fails when it cannot serve without it: etcd, NATS
+  or the frontend given up, or every worker of a pool role.
 - Liveness: a worker whose health probe goes unanswered `liveness.failures` times in a row
   (hung, not merely "notready") is stopped and restarted like a crash.
 - Control: a state file that cannot be written (the run directory deleted) is reported and
@@ -23,25 +24,26 @@ spawns, polls, restarts and stops. Other threads only read `snapshot` and call `
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..render.launch_plan import LaunchPlan, ProcessSpec
-from ..topology import ProcessKind, Restart, Supervision
-from .process import DEFAULT_GRACE_S, ChildProcess, create_time
-from .readiness import (
+from ..probes import (
     RouterView,
     http_client,
     probe_process,
     router_view,
     tcp_accepts,
 )
+from ..render.launch_plan import LaunchPlan, ProcessSpec
+from ..topology import ProcessKind
+from . import events
+from .process import DEFAULT_GRACE_S, ChildProcess, create_time
+from .restart_policy import GiveUp, RestartTracker
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from .stopping import stop_processes
@@ -59,14 +61,11 @@ _LIVE = (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY)
 @dataclass
 class _Slot:
     child: ChildProcess
-    policy: Restart
+    restart: RestartTracker
     state: ProcessState = ProcessState.PENDING
     ready: bool = False
     restarts: int = 0
-    consecutive_failures: int = 0
     unanswered_probes: int = 0
-    crashes: collections.deque[float] = field(default_factory=collections.deque)
-    restart_at: float | None = None
     exit_code: int | None = None
     problem: str | None = None
 
@@ -82,14 +81,12 @@ class GraphFailed(Exception):
 class Supervisor:
     # No default readiness budget here: its one home is startup_budget (callers pass it).
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
-                 supervision: Supervision | None = None, grace_s: float = DEFAULT_GRACE_S,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
-                 on_event: Callable[[str], None] | None = None) -> None:
+                 on_event: Callable[[events.SupervisorEvent], None] | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
-        self.supervision = supervision or plan.supervision
-        self.grace_s = grace_s
+        self.supervision = plan.supervision
         self.poll_s = poll_s
         self.steady_poll_s = steady_poll_s
         self.on_event = on_event or (lambda _msg: None)
@@ -98,7 +95,7 @@ class Supervisor:
         self.error: str | None = None
         self._stop = threading.Event()
         self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name)),
-                             spec.kind.restart_policy(self.supervision))
+                             RestartTracker(spec.kind.restart_policy(self.supervision)))
                        for spec in plan.processes]
         self._phase = GraphPhase.STARTING
         self._started_wall = time.time()
@@ -123,7 +120,7 @@ class Supervisor:
             self._supervise()
         except GraphFailed as exc:
             self.error = str(exc)
-            self.on_event(f"failed: {exc}")
+            self.on_event(events.Failed(str(exc)))
         except BaseException as exc:
             self.error = f"supervisor error: {exc!r}"
             raise
@@ -142,30 +139,44 @@ class Supervisor:
     def _bring_up(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
         infra = [s for s in self._slots if s.spec.kind.is_coordination]
-        dynamo = [s for s in self._slots if s not in infra]
+        waiting = {id(s): self._planes_of(s, infra) for s in self._slots if s not in infra}
         for slot in infra:
             self._spawn(slot)
-        # Dynamo's processes need etcd and NATS to accept connections when they connect, not
-        # etcd's leader election to be over (/health): they spend the election importing.
+        self._client = http_client()  # while etcd and NATS start
         while not self._stop.is_set():
             self._check_exits()
             self._restart_due()
-            if all(tcp_accepts(port) for s in infra for port in s.spec.ports.values()):
-                break
+            self._spawn_unblocked(waiting)
+            # Probes only once every process started: one can block for its timeout (etcd's
+            # /health during its leader election), which must not hold back a spawn.
+            if not waiting:
+                self._probe([s for s in self._slots if not s.ready and s.state in _LIVE],
+                            self._http)
+                if self._all_up():
+                    self._mark_ready()
+                    return
             self._wait_or_timeout(deadline)
-        for slot in dynamo:
-            if not self._stop.is_set():
+
+    @staticmethod
+    def _planes_of(slot: _Slot, infra: list[_Slot]) -> list[_Slot]:
+        """The embedded planes a Dynamo process connects to as it starts: etcd always
+        (discovery), NATS when it is told where NATS is (its request or event plane, or the
+        KV router's events, may use it). It need not wait for etcd's leader election
+        (/health), only for the port: it spends the election importing."""
+        return [s for s in infra if s.spec.kind is ProcessKind.ETCD
+                or "NATS_SERVER" in slot.spec.env]
+
+    def _spawn_unblocked(self, waiting: dict[int, list[_Slot]]) -> None:
+        """Start each Dynamo process not started yet whose planes accept connections now
+        (the frontend and the workers at once: workers wait for the planes, not for it)."""
+        planes = {id(p): p for needed in waiting.values() for p in needed}.values()
+        accepting = {id(p) for p in planes if p.state in _LIVE
+                     and all(tcp_accepts(port) for port in p.spec.ports.values())}
+        for slot in self._slots:
+            needed = waiting.get(id(slot))
+            if needed is not None and all(id(p) in accepting for p in needed):
+                del waiting[id(slot)]
                 self._spawn(slot)
-        self._client = http_client()  # while the Dynamo processes import
-        while not self._stop.is_set():
-            self._check_exits()
-            self._restart_due()
-            self._probe([s for s in self._slots if not s.ready and s.state in _LIVE],
-                        self._http)
-            if self._all_up():
-                self._mark_ready()
-                return
-            self._wait_or_timeout(deadline)
 
     def _all_up(self) -> bool:
         """Every process not given up is ready, and the router has attached every such
@@ -189,7 +200,7 @@ class Supervisor:
         self._phase = self._serving_phase()
         self._publish()
         self.ready.set()
-        self.on_event(f"ready after {self._ready_after:.2f} s: {self.plan.endpoint}")
+        self.on_event(events.Ready(self._ready_after, self.plan.endpoint))
 
     def _not_ready_message(self) -> str:
         pending = [s for s in self._slots if not s.ready and s.state is not ProcessState.FAILED]
@@ -253,7 +264,7 @@ class Supervisor:
                 continue
             probe = probe_process(client, slot.spec, self.plan)
             if probe.ready and not slot.ready:
-                slot.consecutive_failures = 0
+                slot.restart.ready()
             slot.ready = probe.ready
             slot.unanswered_probes = 0 if probe.answered else slot.unanswered_probes + 1
             if probe.ready:
@@ -267,8 +278,7 @@ class Supervisor:
                 self._restart_hung(slot)
 
     def _restart_hung(self, slot: _Slot) -> None:
-        self.on_event(f"{slot.spec.name} left {slot.unanswered_probes} health probes in a "
-                      "row unanswered; restarting it")
+        self.on_event(events.Hung(slot.spec.name, slot.unanswered_probes))
         assert slot.child.pid is not None
         code = slot.child.exit_status(stop_processes([slot.child.pid], HUNG_GRACE_S))
         self._on_exit(slot, code, time.monotonic(), "was hung")
@@ -286,50 +296,51 @@ class Supervisor:
         slot.exit_code = code
         slot.ready = False
         slot.unanswered_probes = 0
-        policy = slot.policy
-        if not policy.enabled:
-            self._give_up(slot, f"{what} and restarts are off for it")
+        decision = slot.restart.exited(now, what)
+        if isinstance(decision, GiveUp):
+            self._give_up(slot, decision, now)
             return
-        slot.crashes.append(now)
-        while slot.crashes and now - slot.crashes[0] > policy.window_s:
-            slot.crashes.popleft()
-        if len(slot.crashes) >= policy.max_failures:
-            self._give_up(slot, f"crashed {len(slot.crashes)} times within "
-                                f"{policy.window_s:g} s (last: {what}); giving up")
-            return
-        slot.consecutive_failures += 1
-        delay = policy.delay(slot.consecutive_failures)
-        slot.restart_at = now + delay
         slot.state = ProcessState.BACKOFF
         slot.problem = f"{what}; restarting"
-        self.on_event(f"{slot.spec.name} {what}; restarting in {delay:g} s")
+        self.on_event(events.Restarting(slot.spec.name, what, decision.delay_s))
 
-    def _give_up(self, slot: _Slot, why: str) -> None:
-        """This process stays down; the graph serves on without it if it can."""
+    def _give_up(self, slot: _Slot, decision: GiveUp, now: float) -> None:
+        """This process stays down (until the slow clock tries it again); the graph serves
+        on without it if it can. Before the graph was first ready, or with no slow retry, a
+        process it cannot serve without fails the graph."""
         slot.state = ProcessState.FAILED
-        slot.problem = why
-        message = (f"{slot.spec.name} {why}; last lines of {slot.child.log_path}:\n"
-                   + self._last_lines(slot))
+        retry_in = None if decision.retry_at is None else decision.retry_at - now
+        cannot_serve = self._cannot_serve_without(slot)
+        why = decision.why + (f"; {cannot_serve}" if cannot_serve else "")
+        slot.problem = why + (f"; trying again in {retry_in:g} s" if retry_in is not None
+                              else "")
+        if cannot_serve and (retry_in is None or not self.ready.is_set()):
+            raise GraphFailed(f"{slot.spec.name} {decision.why}; last lines of "
+                              f"{slot.child.log_path}:\n{self._last_lines(slot)}\n"
+                              f"{cannot_serve}; stopping it")
+        self.on_event(events.GaveUp(slot.spec.name, why, str(slot.child.log_path),
+                                    self._last_lines(slot), retry_in_s=retry_in))
+
+    def _cannot_serve_without(self, slot: _Slot) -> str | None:
         if slot.spec.kind.serves_alone:
-            raise GraphFailed(f"{message}\nthe graph cannot serve without "
-                              f"{slot.spec.name}; stopping it")
+            return f"the graph cannot serve without {slot.spec.name}"
         peers = [s for s in self._slots if s.spec.role is slot.spec.role]
         if all(s.state is ProcessState.FAILED for s in peers):
             assert slot.spec.role is not None
-            raise GraphFailed(f"{message}\nno {slot.spec.role.value} worker is left; the "
-                              "graph cannot serve; stopping it")
-        self.on_event(f"degraded: {message}")
+            return f"no {slot.spec.role.value} worker is left; the graph cannot serve"
+        return None
 
     def _restart_due(self) -> None:
         now = time.monotonic()
         for slot in self._slots:
-            if slot.state is ProcessState.BACKOFF and slot.restart_at is not None \
-                    and now >= slot.restart_at:
+            if slot.state in (ProcessState.BACKOFF, ProcessState.FAILED) \
+                    and slot.restart.due(now):
+                slow = slot.restart.restarting()
                 slot.restarts += 1
-                slot.restart_at = None
                 self._spawn(slot)
-                self.on_event(f"{slot.spec.name} restarted (pid {slot.child.pid}, "
-                              f"restart {slot.restarts})")
+                if slow:
+                    self.on_event(events.Retrying(slot.spec.name))
+                self.on_event(events.Restarted(slot.spec.name, slot.child.pid, slot.restarts))
 
     def _spawn(self, slot: _Slot) -> None:
         slot.child.start()
@@ -355,14 +366,14 @@ class Supervisor:
             self._publish()
             # Exited leaders too: a leader that crashed may have left children in its group.
             started = [s for s in slots if s.child.pid is not None]
-            reaped = stop_processes([s.child.pid for s in started], self.grace_s)
+            reaped = stop_processes([s.child.pid for s in started], DEFAULT_GRACE_S)
             for slot in slots:
                 if slot.child.popen is not None:
                     slot.exit_code = slot.child.exit_status(reaped)
                 if slot.state is not ProcessState.FAILED:
                     slot.state = ProcessState.STOPPED
                 slot.ready = False
-                slot.restart_at = None
+                slot.restart.restart_at = None
         self._publish()
 
     # --- status -------------------------------------------------------------------------
@@ -395,14 +406,13 @@ class Supervisor:
             # Say so once, keep supervising, and try again at the next poll (recreating the
             # run directory if someone removed it).
             if not self._state_write_failing:
-                self.on_event(f"cannot write {self.run_dir.state_file} ({exc}); supervising "
-                              "on and retrying")
+                self.on_event(events.StateWriteFailing(str(self.run_dir.state_file), str(exc)))
             self._state_write_failing = True
             with contextlib.suppress(OSError):
                 self.run_dir.prepare()
             return
         if self._state_write_failing:
-            self.on_event(f"{self.run_dir.state_file} written again")
+            self.on_event(events.StateWritten(str(self.run_dir.state_file)))
             self._state_write_failing = False
         self._signature = signature
 

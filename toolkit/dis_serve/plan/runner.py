@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ..evidence.fingerprint import capture, write_fingerprint
 from ..topology import Mode
 from .emit import graph_name, plan_topology, write_topology
 from .mocker_profile import profile_tables, write_profile
@@ -39,6 +40,7 @@ def run_plan(request: PlanRequest, out_dir: Path | None = None, *, emit: Path | 
     `emit_mock`) there, unless the plan failed its replay and `force_emit` is off."""
     result = make_plan(request)
     out_dir = (out_dir or DEFAULT_PLANS_DIR / graph_name(request, result.chosen, False)).resolve()
+    write_fingerprint(out_dir, capture("plan", {}, inputs=request))
     checks: dict[Mode, Verification] = {}
     if request.replay:
         result, checks = verified(result, out_dir / "replays")

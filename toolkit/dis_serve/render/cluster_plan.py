@@ -162,7 +162,7 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
 
 def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Path) -> LaunchPlan:
     """The plan with the addresses a running job found (see `shell_words.runtime`), as a
-    launch plan whose probes `launch.readiness` can run from here."""
+    launch plan whose probes `probes` can run from here."""
     from .shell_words import resolve_runtime
 
     def fix(value: object) -> object:

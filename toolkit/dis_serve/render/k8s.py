@@ -206,3 +206,28 @@ def operator_notes(topo: Topology) -> list[str]:
                      "A Job's pod template cannot change: delete the Job before applying a "
                      "new model or revision.")
     return notes
+
+
+def apply_warnings(topo: Topology) -> list[str]:
+    """What to fix in the topology before the manifest can serve in a cluster."""
+    from ..catalog import KNOWN_MODELS
+
+    if topo.model.id == KNOWN_MODELS["dis-serve-tiny"].hf_id:
+        return [f"{topo.model.id} is dis-serve's local tokenizer-only card, which a cluster "
+                "cannot download; set model.id to a real Hugging Face id before applying the "
+                "manifest"]
+    return []
+
+
+def apply_prerequisites(topo: Topology) -> list[str]:
+    """What must exist in the cluster before `kubectl apply`, as commands."""
+    kube = topo.kubernetes
+    namespace = f"-n {kube.namespace}"
+    steps = [f"kubectl create namespace {kube.namespace} (if it does not exist)"]
+    if not kube.model_cache.existing:
+        steps.append(f"kubectl create secret generic {kube.model_cache.hf_token_secret} "
+                     f"{namespace} --from-literal=HF_TOKEN=<your Hugging Face token>")
+    if topo.router.policy_config:
+        steps.append(f"kubectl create configmap {router_policy_map_name(topo)} {namespace} "
+                     f"--from-file=policy.yaml={topo.router.policy_config}")
+    return steps

@@ -1,9 +1,11 @@
-"""All render targets as files: relative path -> text. Pure; `write_files` is the only writer."""
+"""All render targets as files: relative path -> text, with what to know before using them.
+Pure; `write_files` is the only writer."""
 
 from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import yaml
 from ..topology import Topology
 from .engine_config import dump_engine_config, engine_config_path, render_engine_configs
 from .hosts import render_hosts_files
-from .k8s import operator_notes, render_manifests
+from .k8s import apply_prerequisites, apply_warnings, operator_notes, render_manifests
 from .launch_plan import RenderContext, render_launch_plan
 from .shell_script import render_shell_script
 from .slurm import render_sbatch_script
@@ -87,6 +89,32 @@ def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str
         files |= _engine_config_files(topo, "slurm")
     files["topology.json"] = json.dumps(topo.model_dump(mode="json"), indent=2) + "\n"
     return files
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    files: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+    first_steps: list[str] = field(
+        default_factory=list)  # commands to run before the files can be used
+
+
+def render_target(topo: Topology, target: Target, out_dir: Path,
+                  source: str | None = None) -> RenderResult:
+    """`render_files` with the checks of each target: UserInputError (naming `source`) for
+    what the target cannot use at all, warnings and first steps for the rest."""
+    warnings: list[str] = []
+    first: list[str] = []
+    if target.includes(Target.K8S):
+        from ..errors import UserInputError
+        from .model_cache import local_path_problem
+
+        if (problem := local_path_problem(topo)) is not None:
+            raise UserInputError(problem, source=source, key="model.id")
+        warnings += apply_warnings(topo)
+        first += apply_prerequisites(topo)
+    return RenderResult(files=render_files(topo, target, out_dir), warnings=warnings,
+                        first_steps=first)
 
 
 def write_files(files: dict[str, str], out_dir: Path) -> list[Path]:

@@ -25,6 +25,12 @@ class Restart(Strict):
         description="Wait before the first restart; doubled for each further exit in a row.")
     backoff_cap_s: float = Field(default=30.0, gt=0, le=3600,
                                  description="Longest wait before a restart.")
+    retry_given_up_s: float | None = Field(
+        default=30.0, gt=0, le=86400,
+        description="A process given up is tried once more this many seconds later (a try "
+                    "that gets ready restores its crash budget; one that exits gives it up "
+                    "for another period), so an outage longer than the budget ends by itself "
+                    "once its cause is gone; null: it stays down until `dis-serve down`.")
 
     def delay(self, consecutive_failures: int) -> float:
         exponent = max(0, consecutive_failures - 1)
@@ -43,19 +49,21 @@ class Liveness(Strict):
                              description="A probe not answered within this fails.")
 
 
-def _fast_infra_restart() -> Restart:
-    # etcd, NATS and the frontend start in well under a second: retry them quickly.
-    return Restart(backoff_base_s=0.2, backoff_cap_s=5.0)
+def _infra_restart() -> Restart:
+    # etcd, NATS and the frontend start in about a second, so short waits; but what kills
+    # them is often outside (a port another process holds for a while): 10 exits in 60 s
+    # with waits of 1, 2, 4, then 5 s last about 37 s of outage before giving up.
+    return Restart(backoff_base_s=1.0, backoff_cap_s=5.0, max_failures=10, window_s=60.0)
 
 
 class Supervision(Strict):
     """Restart policy per process kind, and the workers' liveness check (`dis-serve up`)."""
 
-    etcd: Restart = Field(default_factory=_fast_infra_restart,
+    etcd: Restart = Field(default_factory=_infra_restart,
                           description="etcd (its data directory is kept across restarts).")
-    nats: Restart = Field(default_factory=_fast_infra_restart,
+    nats: Restart = Field(default_factory=_infra_restart,
                           description="NATS (its JetStream directory is kept).")
-    frontend: Restart = Field(default_factory=_fast_infra_restart,
+    frontend: Restart = Field(default_factory=_infra_restart,
                               description="The frontend with its router.")
     workers: Restart = Field(default_factory=Restart, description="Every worker.")
     liveness: Liveness = Field(default_factory=Liveness, description="Worker liveness.")

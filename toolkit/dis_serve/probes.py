@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from ..http_client import direct_client
-from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
-from ..topology import ProcessKind
+from .http_client import direct_client
+from .render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from .topology import ProcessKind
 
 if TYPE_CHECKING:
     import httpx

@@ -1,0 +1,92 @@
+"""What `top` watches and the scraping itself: a graph's layout from its run directory (the
+launch plan's metrics ports, the supervisor's state for readiness and restarts, the
+topology's batch sizes) or, for a graph started elsewhere, from its frontend's page alone;
+then every `/metrics` fetched once per scrape."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..coordination.traffic import ROUTER_REGISTERED
+from ..errors import UserInputError
+from ..launch.rundir import RunDir, default_root
+from ..topology import PoolRole
+from .frame import GraphLayout, GraphScrape, WorkerTarget
+from .prom_window import Page, parse_page
+
+if TYPE_CHECKING:
+    import httpx
+
+
+def _host_of(url: str) -> str:
+    return url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
+
+
+def graph_names(root: Path | None = None) -> list[str]:
+    runs = (root or default_root()) / "runs"
+    if not runs.is_dir():
+        return []
+    return sorted(p.name for p in runs.iterdir() if p.is_dir() and RunDir(p).exists())
+
+
+def layout_from_run(name: str | None, root: Path | None = None) -> GraphLayout:
+    """The layout of graph `name` (the only graph there when None) from its run directory."""
+    if name is None:
+        names = graph_names(root)
+        if len(names) != 1:
+            raise UserInputError(
+                f"{len(names)} graphs under {(root or default_root()) / 'runs'}"
+                + (f" ({', '.join(names)})" if names else ""), key="NAME",
+                fix="name the graph (dis-serve top NAME), start one (dis-serve up), or give "
+                    "--url URL of a frontend")
+        name = names[0]
+    run = RunDir.for_graph(name, root)
+    if not run.plan_file.is_file():
+        raise UserInputError(f"no graph {name!r} under {run.path.parent}", key="NAME",
+                             fix="start it with dis-serve up, or give --url URL")
+    plan, topo, state = run.read_plan(), run.read_topology(), run.read_state()
+    host = _host_of(state.endpoint if state else plan.endpoint)
+    processes = {p.name: p for p in state.processes} if state else {}
+    workers = []
+    for spec in plan.workers:
+        assert spec.role is not None
+        observed = processes.get(spec.name)
+        workers.append(WorkerTarget(
+            name=spec.name, pool=spec.role,
+            metrics_url=f"http://{host}:{spec.ports['system']}/metrics",
+            ready=observed.ready if observed else None,
+            restarts=observed.restarts if observed else None))
+    endpoint = (state.endpoint if state else plan.endpoint).rstrip("/")
+    return GraphLayout(name=name, frontend_metrics_url=f"{endpoint}/metrics",
+                       pools=[role for role, _ in topo.active_pools()], workers=workers,
+                       batch_capacity={role: pool.max_batch_size
+                                       for role, pool in topo.active_pools()})
+
+
+def layout_from_url(url: str, frontend: Page) -> GraphLayout:
+    """A graph known only by its frontend: pools from the workers its router registered
+    (the router counts aggregated workers as decode workers)."""
+    kinds = {s.labels.get("worker_type") for s in frontend.select(ROUTER_REGISTERED)}
+    pools = [PoolRole.PREFILL, PoolRole.DECODE] if "prefill" in kinds else [PoolRole.AGG]
+    return GraphLayout(name=_host_of(url), frontend_metrics_url=f"{url.rstrip('/')}/metrics",
+                       pools=pools)
+
+
+def fetch(client: httpx.Client, url: str) -> Page | None:
+    import httpx
+
+    try:
+        response = client.get(url)
+        response.raise_for_status()
+    except httpx.HTTPError:
+        return None
+    return parse_page(response.text)
+
+
+def scrape(client: httpx.Client, urls: list[str]) -> GraphScrape:
+    """One page per URL, one after the other: a handful of local GETs cost less than a
+    thread pool, and the CPU they take from the graph is what `top` must keep small."""
+    pages = {url: fetch(client, url) for url in urls}
+    return GraphScrape(at_s=time.monotonic(), pages=pages)
