@@ -24,7 +24,7 @@ CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {toolkit!r})
 from dis_serve.plan.request import build_request
-from dis_serve.plan.runner import run_plan
+from dis_serve.plan.pipeline import run_plan
 request = build_request(model="llama-3.1-70b", isl=3000, osl=500, budget={budget},
                         ttft_ms=1000.0, itl_ms=50.0)
 started = time.perf_counter()

@@ -117,8 +117,8 @@ def _aic_label(mode: str, row: dict) -> str:
 
 
 def run_dis_serve(case: dict, work: Path) -> dict:
+    from dis_serve.plan.pipeline import run_plan
     from dis_serve.plan.request import build_request
-    from dis_serve.plan.runner import run_plan
 
     request = build_request(
         model=case["model"], gpu=case["gpu"], isl=case["isl"], osl=case["osl"],

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from dis_serve.bench.metrics import BenchResult
-from dis_serve.bench.plan_check import closest_point
+from dis_serve.plan.vs_measured import closest_point
 from relocate import relocate
 
 pytestmark = pytest.mark.integration
@@ -26,9 +26,10 @@ PLAN = ("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32", "--rat
         "--ttft-ms", "500", "--itl-ms", "50")
 
 
-def _cli(*args, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _cli(*args, ledger: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run([DIS_SERVE, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, check=False, env=os.environ | {"COLUMNS": "140"})
+                          timeout=timeout, check=False,
+                          env=os.environ | {"COLUMNS": "140", "DIS_SERVE_LEDGER": str(ledger)})
 
 
 def _row(section: str, name: str) -> list[float]:
@@ -36,19 +37,25 @@ def _row(section: str, name: str) -> list[float]:
     return [float(cell.replace(",", "")) for cell in line.strip("|").split("|")[1:]]
 
 
-def test_bench_of_an_emitted_mock_graph_tables_predicted_replayed_and_measured(tmp_path):
-    emitted = tmp_path / "planned.yaml"
-    planned = _cli(*PLAN, "--out", tmp_path / "plan", "--emit", emitted, "--mock")
+def test_bench_of_an_emitted_graph_tables_plan_replay_and_measurement_and_ledgers_them(
+        tmp_path):
+    emitted, ledger = tmp_path / "planned.yaml", tmp_path / "ledger.jsonl"
+    planned = _cli(*PLAN, "--out", tmp_path / "plan", "--emit", emitted, "--mock",
+                   ledger=ledger)
     assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr
     # Only the ports move: mocker.profile_data still leads bench to the plan beside it.
     graph = tmp_path / "planned-here.yaml"
     graph.write_text(yaml.safe_dump(relocate(yaml.safe_load(emitted.read_text()),
                                              "planned-bench", PORT_BASE), sort_keys=False))
     scenario = tmp_path / "short.yaml"
+    # The planned graph accepts 128 + 32 tokens per sequence (--max-model-len 160); the chat
+    # template adds a few tokens to each prompt, so prompts a little under the planned 128
+    # keep every completion at its full 32 tokens (bench rejects a shorter one as invalid).
     scenario.write_text(yaml.safe_dump({
-        "name": "short", "input_tokens": {"mean": 128}, "output_tokens": {"mean": 32},
+        "name": "short", "input_tokens": {"mean": 120}, "output_tokens": {"mean": 32},
         "requests": 8, "concurrency": [1], "sla": {"ttft_ms": 500, "itl_ms": 50}}))
-    benched = _cli("bench", graph, "--scenario", scenario, "--out", tmp_path / "bench")
+    benched = _cli("bench", graph, "--scenario", scenario, "--out", tmp_path / "bench",
+                   ledger=ledger)
     assert benched.returncode == 0, benched.stdout[-3000:] + benched.stderr[-3000:]
 
     section = (tmp_path / "bench" / "report.md").read_text().split(
@@ -77,3 +84,12 @@ def test_bench_of_an_emitted_mock_graph_tables_predicted_replayed_and_measured(t
         # The table rounds TTFT to 1 ms, ITL and req/s to 0.01.
         assert _row(section, name)[:5] == pytest.approx(expected, abs=0.51), name
     assert point.aiperf.completed_requests == 8 and point.aiperf.request_throughput > 0
+
+    # The bench went into the ledger, and the next plan for the same model and GPU reads it.
+    (entry,) = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert entry["nearest_to_plan"] and entry["fingerprint"] == point.fingerprint
+    assert entry["measured"]["itl_mean_ms"] == pytest.approx(point.aiperf.itl_ms.avg)
+    assert entry["replayed"]["requests_per_s"] == pytest.approx(replay["requests_per_s"])
+    replanned = _cli(*PLAN, "--out", tmp_path / "again", "--no-replay", ledger=ledger)
+    ratio = point.aiperf.itl_ms.avg / plan["itl_mean_ms"]
+    assert f"ITL x{ratio:.2f}" in replanned.stdout, replanned.stdout[-2000:]

@@ -17,7 +17,7 @@ from dis_serve.plan.calibration import fit_calibration, predict_measured, read_m
 from dis_serve.plan.emit import plan_topology, topology_yaml
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.model_choice import choose_perf_model
-from dis_serve.plan.planner import make_plan
+from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.request import build_request
 from relocate import relocate
 
@@ -72,14 +72,15 @@ def measured_run(tmp_path_factory) -> Path:
 
 def test_factors_fitted_at_one_load_correct_the_prediction_at_another(measured_run):
     low, high = sorted(read_measurements([measured_run]), key=lambda m: m.rate_per_s)
-    model = choose_perf_model(build_request(**REQUEST).target())
-    calibration = fit_calibration(model, [low])
+    request = build_request(**REQUEST)
+    model = choose_perf_model(request.target())
+    calibration = fit_calibration(model, [low], request.gpus_per_node)
     assert calibration.decode == pytest.approx(DECODE_TRUTH, rel=0.15)
     # What the frontend and the hand-off add to TTFT on a real graph lands on prefill too.
     assert calibration.prefill >= 0.9 * PREFILL_TRUTH
-    before = predict_measured(model, high, 8)
+    before = predict_measured(model, high, request.gpus_per_node)
     model.calibrate(calibration.prefill, calibration.decode)
-    after = predict_measured(model, high, 8)
+    after = predict_measured(model, high, request.gpus_per_node)
     for measured, uncalibrated, calibrated in ((high.ttft_ms, before.ttft_mean_ms,
                                                 after.ttft_mean_ms),
                                                (high.itl_ms, before.itl_ms, after.itl_ms)):

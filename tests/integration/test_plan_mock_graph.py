@@ -7,7 +7,7 @@ import pytest
 
 from dis_serve.plan.emit import plan_topology
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
-from dis_serve.plan.planner import make_plan
+from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.request import build_request
 from dis_serve.topology import Mode, Topology
 

@@ -10,10 +10,10 @@ import pytest
 
 from conftest import REPO
 from dis_serve.bench.report import RESULTS_JSON
+from dis_serve.bench.run_diff import Category, diff_fingerprints, diff_results, load_run
 from dis_serve.bench.runner import record_fingerprint
 from dis_serve.bench.scenario import load_scenario
 from dis_serve.errors import UserInputError
-from dis_serve.evidence.diff import Category, diff_fingerprints, diff_results, load_run
 from dis_serve.evidence.fingerprint import (
     FINGERPRINT_FILE,
     REDACTED,
@@ -153,8 +153,8 @@ def test_cpu_model_is_read_from_cpuinfo():
 
 
 def test_a_plan_output_gets_a_fingerprint_of_its_request(tmp_path):
+    from dis_serve.plan.pipeline import run_plan
     from dis_serve.plan.request import build_request
-    from dis_serve.plan.runner import run_plan
 
     run_plan(build_request(model="llama-3.1-70b", isl=3000, osl=500, budget=48,
                            ttft_ms=1000.0, itl_ms=50.0, replay=False), tmp_path)

@@ -48,6 +48,24 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, tmp_path, args, says):
     assert "Traceback" not in result.stderr
 
 
+def test_every_request_field_is_an_option_with_its_description_as_help(run_cli, monkeypatch):
+    from dis_serve.plan.request import PlanRequest, flag_of
+
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option: nothing wraps mid-word
+    result = run_cli("plan", "--help")
+    assert result.exit_code == 0, result.stderr
+    for field in PlanRequest.model_fields:
+        assert flag_of(field) in result.stdout, field
+    assert "--price" in result.stdout and "--price-per-gpu-hour" not in result.stdout
+    assert "h100-sxm, h200, a100-80gb, l40s, l4" in result.stdout  # from the enum
+
+
+def test_an_error_the_planner_keys_by_field_names_the_flag_to_change(run_cli, tmp_path):
+    result = run_cli(*PLAN, "--budget", "1", "--no-replay", "--out", tmp_path)
+    assert_one_line_error(result, "--budget:", "use --budget 2 or more", "--dtype")
+    assert "`" not in result.stderr
+
+
 def test_plan_json_reads_back_as_the_outcome_the_command_printed(run_cli, tmp_path):
     from dis_serve.plan.outcome import PlanOutcome
 
@@ -105,3 +123,43 @@ def test_force_emits_a_plan_that_failed_its_replay_and_says_it_fails(
     emitted = (tmp_path / "emitted.yaml").read_text()
     assert emitted == (tmp_path / "topology-mock.yaml").read_text()
     assert f"{attained['sla_met_share']:.0%} of requests met the SLA" in emitted
+
+
+@pytest.mark.parametrize("placement", ["slurm", "hosts"])
+def test_a_cluster_placement_is_emitted_on_whole_nodes_and_passes_validate(
+        run_cli, tmp_path, placement):
+    import yaml
+
+    result = run_cli(*PLAN, "--budget", "48", "--no-replay", "--placement", placement,
+                     "--out", tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert f"Topology: {placement} placement on" in result.stdout
+    topo = yaml.safe_load((tmp_path / "topology.yaml").read_text())
+    gpus = sum(p["workers"] * p["tensor_parallel"] for p in topo["pools"].values())
+    assert topo["hardware"]["nodes"] == -(-gpus // 8)
+    assert placement in topo["placement"]
+    assert "placement" not in yaml.safe_load((tmp_path / "topology-mock.yaml").read_text())
+    checked = run_cli("validate", tmp_path / "topology.yaml")
+    assert checked.exit_code == 0, checked.stderr
+
+
+def test_prefill_workers_are_packed_beside_decode_workers_on_whole_nodes():
+    from dis_serve.plan.emit import kv_local_layout
+    from dis_serve.plan.recommend import make_plan
+    from dis_serve.plan.request import build_request
+    from dis_serve.topology import PoolRole
+
+    plan = make_plan(build_request(model="llama-3.1-70b", isl=3000, osl=200, budget=48,
+                                   ttft_ms=1000.0, itl_ms=50.0, replay=False)).chosen
+    layout = kv_local_layout(plan, 8)
+    ids = [g for workers in layout.gpu_ids.values() for w in workers for g in w]
+    assert len(ids) == len(set(ids)) == plan.gpus
+    assert all(len({g // 8 for g in w}) == 1 for ws in layout.gpu_ids.values() for w in ws)
+    decode_nodes = {w[0] // 8 for w in layout.gpu_ids[PoolRole.DECODE]}
+    beside = sum(w[0] // 8 in decode_nodes for w in layout.gpu_ids[PoolRole.PREFILL])
+    assert beside == layout.local_prefill
+    # The GPUs decode leaves on its nodes are filled with prefill before any other node.
+    tp_p, tp_d = plan.pool(PoolRole.PREFILL).tp, plan.pool(PoolRole.DECODE).tp
+    room = sum((8 - tp_d * sum(w[0] // 8 == n for w in layout.gpu_ids[PoolRole.DECODE])) // tp_p
+               for n in decode_nodes)
+    assert beside == min(room, plan.pool(PoolRole.PREFILL).workers)

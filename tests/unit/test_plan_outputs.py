@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import assert_one_line_error
 from dis_serve.plan.emit import plan_topology, write_topology
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
-from dis_serve.plan.planner import make_plan
+from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.replay import kv_blocks, replay_plan
 from dis_serve.plan.request import build_request
 from dis_serve.render.k8s_planner import planner_config
@@ -79,7 +80,8 @@ def test_the_profile_carries_the_plans_corrected_latencies(planned, profile):
 def test_the_replay_agrees_with_the_prediction_within_ten_percent(planned, profile):
     plan = planned.chosen
     result = replay_plan(planned.model.target, plan, profile, planned.workload,
-                         ttft_sla_ms=1000.0, itl_sla_ms=50.0)
+                         ttft_sla_ms=1000.0, itl_sla_ms=50.0,
+                         gpus_per_node=planned.request.gpus_per_node)
     assert result.steady
     assert result.ttft_p90_ms == pytest.approx(plan.prediction.ttft_p90_ms, rel=0.10)
     # The mean TTFT of batching prefill workers is predicted on the safe side.
@@ -120,28 +122,80 @@ def test_a_big_deployment_is_replayed_as_a_slice_with_its_ratio_and_share_of_the
 
 
 def test_the_offered_plan_passed_its_replay_and_any_backed_off_one_did_not(tmp_path):
-    from dis_serve.plan.runner import run_plan
+    from dis_serve.plan.pipeline import run_plan
 
     outcome = run_plan(build_request(model="llama-3.1-70b", isl=3000, osl=500, budget=48,
                                      ttft_ms=1000.0, itl_ms=50.0), tmp_path)
     plan_replay = next(r for r in outcome.replay if r.deployment == "plan")
     assert plan_replay.passed and plan_replay.sla_met_share >= 0.9
-    assert all(s.sla_met_share < 0.9 for s in outcome.verification if not s.passed)
+    assert all(s.failed_because for s in outcome.verification if not s.passed)
     assert outcome.emit_refused is None
 
 
 def test_a_bench_of_the_emitted_mock_graph_reports_predicted_replayed_and_measured(
-        run_cli, tmp_path):
+        run_cli, tmp_path, monkeypatch):
     from dis_serve.bench.report import write_report
+    from dis_serve.plan.vs_measured import after_bench
     from fixtures.aiperf.load import smoke_result
 
+    monkeypatch.setenv("DIS_SERVE_LEDGER", str(tmp_path / "ledger.jsonl"))
     emitted = tmp_path / "planned.yaml"
     result = run_cli("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32",
                      "--rate", "2", "--ttft-ms", "500", "--itl-ms", "50", "--out",
                      tmp_path / "plan", "--emit", emitted, "--mock")
     assert result.exit_code == 0, result.stderr
     measured = smoke_result().model_copy(update={"topology_file": str(emitted)})
-    report = write_report(measured, tmp_path / "bench").markdown.read_text()
+    report_md = write_report(measured, tmp_path / "bench").markdown
+    assert after_bench(measured, report_md) is not None
+    report = report_md.read_text()
     section = report.split("## Plan vs measurement", 1)[1]
     for row in ("| predicted (plan) |", "| replayed (Dynamo replay) |", "| measured ("):
         assert row in section
+
+
+def test_a_benched_plan_is_in_the_ledger_and_the_next_plan_prints_its_recorded_error(
+        run_cli, tmp_path, monkeypatch):
+    from dis_serve.bench.report import write_report
+    from dis_serve.plan.ledger import read_ledger
+    from dis_serve.plan.vs_measured import after_bench
+    from fixtures.aiperf.load import smoke_result
+
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("DIS_SERVE_LEDGER", str(ledger))
+    plan = ("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32", "--rate", "2",
+            "--ttft-ms", "500", "--itl-ms", "50", "--no-replay")
+    emitted = tmp_path / "planned.yaml"
+    assert run_cli(*plan, "--out", tmp_path / "plan", "--emit", emitted).exit_code == 0
+    measured = smoke_result().model_copy(update={"topology_file": str(emitted)})
+    report_md = write_report(measured, tmp_path / "bench").markdown
+    assert after_bench(measured, report_md) == len(measured.points)
+    assert after_bench(measured, report_md) == 0  # the same points are not added twice
+    (entry,) = [e for e in read_ledger(ledger) if e.nearest_to_plan]
+    assert entry.model == "llama-3.1-8b" and entry.gpu == "h100-sxm"
+    assert entry.plan_file == str(tmp_path / "plan" / "plan.json")
+
+    again = run_cli(*plan, "--out", tmp_path / "again")
+    ratio = entry.measured.itl_mean_ms / entry.predicted.itl_mean_ms
+    assert "Measured against this model: TTFT x" in again.stdout
+    assert f"ITL x{ratio:.2f}" in again.stdout
+
+
+def test_calibrate_reads_the_ledger_for_the_planned_model_and_gpu(run_cli, tmp_path, monkeypatch):
+    from dis_serve.bench.report import write_report
+    from dis_serve.plan.vs_measured import after_bench
+    from fixtures.aiperf.load import smoke_result
+
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("DIS_SERVE_LEDGER", str(ledger))
+    plan = ("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32", "--rate", "2",
+            "--ttft-ms", "500", "--itl-ms", "50", "--no-replay")
+    emitted = tmp_path / "planned.yaml"
+    assert run_cli(*plan, "--out", tmp_path / "plan", "--emit", emitted).exit_code == 0
+    measured = smoke_result().model_copy(update={"topology_file": str(emitted)})
+    after_bench(measured, write_report(measured, tmp_path / "bench").markdown)
+    calibrated = run_cli(*plan, "--out", tmp_path / "again", "--calibrate", ledger)
+    assert calibrated.exit_code == 0, calibrated.stderr
+    assert "calibrated from" in calibrated.stdout
+    other = run_cli(*plan[:2], "llama-3.1-70b", *plan[3:], "--out", tmp_path / "other",
+                    "--calibrate", ledger)
+    assert_one_line_error(other, "--calibrate:", "no measured point of llama-3.1-70b")

@@ -82,3 +82,21 @@ def test_the_roofline_stays_close_to_aiconfigurator_on_h100():
                               / aic.decode_step_ms(tp, batch, 2048) - 1)
     assert statistics.median(abs(e) for e in errors) < 0.10
     assert max(abs(e) for e in errors) < 0.35
+
+
+@pytest.mark.parametrize(("model", "dtype", "kv", "modes"), [
+    # NVIDIA's ModelOpt FP8 checkpoints: static per-tensor FP8 GEMMs, FP8 attention.
+    ("llama-3.1-8b", WeightDtype.FP8, KvCacheDtype.FP8, ("fp8_static", "fp8", "fp8")),
+    ("llama-3.1-70b", WeightDtype.FP8, KvCacheDtype.FP8, ("fp8_static", "fp8", "fp8")),
+    # FP8 attention needs the FP8 KV cache it is calibrated with.
+    ("llama-3.1-8b", WeightDtype.FP8, KvCacheDtype.BF16, ("fp8_static", "bfloat16", "bfloat16")),
+    ("llama-3.1-8b", WeightDtype.BF16, KvCacheDtype.BF16, ("bfloat16", "bfloat16", "bfloat16")),
+    ("qwen3-32b", WeightDtype.AWQ, KvCacheDtype.FP8, ("int4_wo", "bfloat16", "fp8")),
+])
+def test_a_checkpoint_format_maps_to_one_set_of_aiconfigurator_modes(model, dtype, kv, modes):
+    from dataclasses import replace
+
+    from dis_serve.plan.aiconfigurator_model import quant_modes
+
+    got = quant_modes(replace(target(model), dtype=dtype, kv_cache_dtype=kv))
+    assert (got["gemm_quant_mode"], got["fmha_quant_mode"], got["kvcache_quant_mode"]) == modes

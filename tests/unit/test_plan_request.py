@@ -75,3 +75,16 @@ def test_a_line_that_is_not_a_mooncake_request_is_named(tmp_path):
     trace.write_text('{"input_length": 10, "output_length": 5}\n{"prompt": "hi"}\n')
     with pytest.raises(UserInputError, match="line 2"):
         Workload.of(ask(isl=None, osl=None, trace=trace))
+
+
+def test_a_split_is_given_as_prefill_colon_decode_gpus():
+    assert ask(compare_split="8:40").compare_split == (8, 40)
+    with pytest.raises(UserInputError, match="PREFILL:DECODE") as err:
+        ask(compare_split="8:0")
+    assert err.value.key == "compare_split"
+
+
+def test_gpus_per_node_defaults_to_the_topologys_hardware_section():
+    from dis_serve.topology import Hardware
+
+    assert ask().gpus_per_node == Hardware().gpus_per_node

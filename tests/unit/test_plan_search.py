@@ -6,7 +6,7 @@ import pytest
 
 from dis_serve.errors import UserInputError
 from dis_serve.plan.model_choice import choose_perf_model
-from dis_serve.plan.planner import make_plan
+from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.request import Objective, Workload, build_request
 from dis_serve.plan.search import (
     BACKOFF_STEP,
@@ -90,7 +90,7 @@ def test_an_impossible_itl_names_the_fastest_step_that_would_work():
     request = ask(itl_ms=5.0)
     with pytest.raises(UserInputError) as err:
         build_space(choose_perf_model(request.target()), request, Workload.of(request))
-    assert err.value.key == "--itl-ms"
+    assert err.value.key == "itl_ms"
     assert "TP8, batch 1" in str(err.value)
 
 
@@ -98,15 +98,15 @@ def test_an_impossible_ttft_names_the_quickest_prefill():
     request = ask(ttft_ms=50.0)
     with pytest.raises(UserInputError) as err:
         build_space(choose_perf_model(request.target()), request, Workload.of(request))
-    assert err.value.key == "--ttft-ms"
+    assert err.value.key == "ttft_ms"
     assert "3000-token prefill" in str(err.value)
 
 
 def test_a_budget_below_one_worker_says_what_would_fit():
     with pytest.raises(UserInputError) as err:
         make_plan(ask(budget=1))
-    assert err.value.key == "--budget"
-    assert "--budget 2" in str(err.value)
+    assert err.value.key == "budget"
+    assert "use `budget` 2 or more" in str(err.value)
 
 
 def test_long_prompts_on_48_gpus_pay_for_disaggregation_and_price_the_saving():
@@ -123,3 +123,14 @@ def test_a_small_cluster_is_told_disaggregation_does_not_pay():
     assert result.chosen.mode is Mode.AGG
     assert result.verdict.startswith("Disaggregation does not pay here")
     assert "too few" in result.verdict
+
+
+def test_a_fixed_tp_is_the_only_size_searched_and_an_impossible_one_is_named():
+    request = ask(tp=4)
+    space = build_space(choose_perf_model(request.target()), request, Workload.of(request))
+    assert space.tps == [4]
+    assert {c.tp for c in space.decode} == {4}
+    with pytest.raises(UserInputError, match="TP3 is not an option") as err:
+        bad = ask(tp=3)
+        build_space(choose_perf_model(bad.target()), bad, Workload.of(bad))
+    assert err.value.key == "tp"

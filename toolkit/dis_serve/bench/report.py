@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .metrics import METRICS, METRICS_BY_KEY, BenchResult, PointResult
-from .plan_check import plan_markdown
 from .plots import LATENCY_FILE, PARETO_FILE
 from .server_metrics import FrontendLoad, Gauge, PoolLoad
 from .validity import invalid_points, point_problems
@@ -40,7 +39,7 @@ def write_report(result: BenchResult, out_dir: Path) -> ReportFiles:
     pareto = write_pareto(result, out_dir)
     latency = write_latency(result, out_dir)
     md_path = out_dir / REPORT_MD
-    md_path.write_text(report_markdown(result) + plan_markdown(result), encoding="utf-8")
+    md_path.write_text(report_markdown(result), encoding="utf-8")
     return ReportFiles(json=json_path, csv=csv_path, markdown=md_path, pareto_png=pareto,
                        latency_png=latency)
 

@@ -7,8 +7,6 @@ graph that is down or serves another model fails in one line instead of in AIPer
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +35,6 @@ class BenchTarget:
         return tuple(e.url for e in self.endpoints if e.pool != "frontend")
 
 
-def topology_digest(topo: Topology) -> str:
-    text = json.dumps(topo.model_dump(mode="json"), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
                 topology_file: Path | None) -> BenchTarget:
     url = url.rstrip("/")
@@ -49,7 +42,7 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
         url=url, model=plan.model_name, tokenizer=tokenizer, gpus=topo.total_gpus,
         gpu_type=topo.hardware.gpu.value, topology_name=topo.name,
         topology_file=str(topology_file) if topology_file else None,
-        topology_digest=topology_digest(topo),
+        topology_digest=topo.digest,
         endpoints=tuple(graph_endpoints(plan, url)))
 
 

@@ -233,14 +233,22 @@ def bench(
 
 
 def _print_run(run, title: str) -> None:
-    """The summary, then exit 1 on an invalid run: it never becomes a baseline nor is gated."""
+    """The summary, then exit 1 on an invalid run: it never becomes a baseline nor is gated.
+    For a graph `plan --emit` wrote, the report gets the plan-vs-measurement section and the
+    ledger the run's valid points."""
     from ..bench.validity import enforce_valid
+    from ..plan.ledger import ledger_path
+    from ..plan.vs_measured import after_bench
 
+    recorded = after_bench(run.result, run.files.markdown)
     console.print(_summary_table(run.result, title))
     console.print(_cache_line(run.result), markup=False)
     console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
                   f"{run.files.latency_png.name}; data: {run.files.json.name}, "
                   f"{run.files.csv.name}; evidence: fingerprint.json)", markup=False)
+    if recorded is not None:
+        console.print(f"planned graph: {recorded} point(s) added to the ledger "
+                      f"{ledger_path()}", markup=False)
     enforce_valid(run.result, str(run.files.markdown))
 
 

@@ -24,7 +24,7 @@ def diff(
     put their results side by side with the change."""
     from rich.table import Table
 
-    from ..evidence.diff import Category, diff_fingerprints, diff_results, load_run
+    from ..bench.run_diff import Category, diff_fingerprints, diff_results, load_run
 
     a, b = load_run(run_a), load_run(run_b)
     console.print(f"A: {run_a} ({a.command}, {a.created_at})", markup=False)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import re
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Union, get_args, get_origin
 
 import typer
 from rich.console import Console
@@ -18,114 +21,119 @@ if TYPE_CHECKING:
 
 console = Console(highlight=False, soft_wrap=True)
 
-# The request's fields as this command's flags: errors from the planner name fields in
-# backticks, the user sees the flag to change.
-FLAGS = {"isl": "--isl", "osl": "--osl", "rate": "--rate", "budget": "--budget",
-         "ttft_ms": "--ttft-ms", "itl_ms": "--itl-ms", "gpu": "--gpu", "model": "--model",
-         "price_per_gpu_hour": "--price", "gpus_per_node": "--gpus-per-node",
-         "dtype": "--dtype", "kv_cache_dtype": "--kv-cache-dtype", "top": "--top",
-         "trace": "--trace", "perf_model": "--perf-model", "compare_split": "--compare-split",
-         "replay_requests": "--replay-requests", "calibrate": "--calibrate"}
+# What the command writes, beside the question (`PlanRequest`, whose fields are the other
+# options): where the plan's files go and whether to copy its topology.
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="Directory for plan.json, pareto.png, topologies and the mocker profile "
+                  "(default: .dis-serve/plans/NAME).")]
+EmitOpt = Annotated[Path | None, typer.Option(
+    "--emit", help="Also write the chosen topology here (the mocker graph with --mock); "
+                   "refused for a plan that failed its replay unless --force.")]
+MockOpt = Annotated[bool, typer.Option(
+    "--mock/--no-mock", help="--emit writes the mocker graph timed like the planned GPUs.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force/--no-force", help="--emit the plan even if it failed its replay.")]
+FILE_OPTIONS = {"out": (OutOpt, None), "emit": (EmitOpt, None), "mock": (MockOpt, False),
+                "force": (ForceOpt, False)}
+BACKTICKED = re.compile(r"`(\w+)`")
+
+
+def plan(ctx: typer.Context) -> None:
+    """Size prefill/decode (or aggregated) pools from measured H100 data, verify the plan in
+    Dynamo's replay, price it and write it as a topology."""
+    # The options are built from PlanRequest's fields when `plan` runs, not when the app
+    # starts: that needs pydantic and the topology models, which every other command's start
+    # (and `--help`) would otherwise pay for.
+    command = typer.main.get_command(_options_app())
+    code = command.main(args=ctx.args, prog_name=ctx.command_path, standalone_mode=False)
+    if isinstance(code, int) and code:
+        raise typer.Exit(code)
+
+
+def _options_app() -> typer.Typer:
+    from ..plan.request import PlanRequest
+
+    def run(**values: object) -> None:
+        _run_plan(values)
+
+    run.__doc__ = plan.__doc__
+    parameters = [_request_option(name) for name in PlanRequest.model_fields]
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=option,
+                                     default=default)
+                   for name, (option, default) in FILE_OPTIONS.items()]
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command(name="plan")(run)
+    return app
+
+
+def _request_option(field: str) -> inspect.Parameter:
+    """`PlanRequest.field` as a Typer option: its flag, its description as help (choices
+    listed from its enum), its default; values go to the model as given, so the model's
+    validation (one line naming the flag) is the only one."""
+    from ..plan.request import PlanRequest, cli_flag, flag_of
+
+    info = PlanRequest.model_fields[field]
+    flag, base = flag_of(field), _base_type(info.annotation)
+    default = inspect.Parameter.empty if info.is_required() else info.get_default()
+    help_text, names, kind = _flags_in(info.description) or "", (flag,), base
+    if base is bool:
+        names = (f"{flag}/--no-{flag.removeprefix('--')}",)
+    elif isinstance(base, type) and issubclass(base, StrEnum):
+        kind = str  # the model's validation words a bad choice, naming the flag
+        help_text += " One of: " + ", ".join(m.value for m in base) + "."
+        default = default.value if isinstance(default, StrEnum) else default
+    elif get_origin(base) is tuple and get_args(base)[-1] is Ellipsis:  # repeatable
+        kind, default = list[get_args(base)[0]], None
+    elif get_origin(base) is tuple:  # given as text, which the model's validator parses
+        kind = str
+    option = typer.Option(*names, help=help_text, metavar=cli_flag(field).metavar)
+    return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY,
+                             annotation=Annotated[kind | None if default is None else kind,
+                                                  option], default=default)
+
+
+def _base_type(annotation: object) -> object:
+    """`X` of `X | None`."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return args[0] if get_origin(annotation) in (UnionType, Union) and len(args) == 1 else (
+        annotation)
+
+
+def _flags_in(text: str | None) -> str | None:
+    """Field names in backticks as the flags that set them."""
+    from ..plan.request import PlanRequest, flag_of
+
+    return None if text is None else BACKTICKED.sub(
+        lambda m: flag_of(m[1]) if m[1] in PlanRequest.model_fields else m[0], text)
 
 
 def _in_flags(exc: UserInputError) -> UserInputError:
-    def flag(text: str | None) -> str | None:
-        return None if text is None else re.sub(
-            r"`(\w+)`", lambda m: FLAGS.get(m[1], m[0]), text)
+    from ..plan.request import PlanRequest, flag_of
 
-    return UserInputError(flag(exc.detail) or "", source=exc.source,
-                          key=FLAGS.get(exc.key or "", exc.key), fix=flag(exc.fix))
-
-
-def _split(value: str | None) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    match = re.fullmatch(r"(\d+):(\d+)", value.strip())
-    if not match or 0 in (int(match[1]), int(match[2])):
-        raise UserInputError(f"{value!r} is not PREFILL:DECODE GPUs", key="--compare-split",
-                             fix="e.g. --compare-split 8:40")
-    return int(match[1]), int(match[2])
+    key = flag_of(exc.key) if exc.key in PlanRequest.model_fields else exc.key
+    return UserInputError(_flags_in(exc.detail) or "", source=exc.source, key=key,
+                          fix=_flags_in(exc.fix))
 
 
-ModelOpt = Annotated[str, typer.Option(
-    help="llama-3.1-70b, llama-3.1-8b, qwen3-32b (or their Hugging Face ids).")]
-TtftOpt = Annotated[float, typer.Option(help="SLA: 90th-percentile time to first token.")]
-ItlOpt = Annotated[float, typer.Option(
-    help="SLA: 90th percentile of requests' mean inter-token latency.")]
-GpuOpt = Annotated[str, typer.Option(help="h100-sxm, h200, a100-80gb, l40s, l4.")]
-IslOpt = Annotated[int | None, typer.Option(help="Prompt tokens per request.")]
-OslOpt = Annotated[int | None, typer.Option(help="Output tokens per request.")]
-TraceOpt = Annotated[Path | None, typer.Option(
-    help="Mooncake JSONL trace instead of --isl/--osl (its mean lengths are planned for, its "
-         "timestamps give the rate, the replay replays it).")]
-RateOpt = Annotated[float | None, typer.Option(
-    help="Objective (a): serve this many requests/s on the fewest GPUs.")]
-BudgetOpt = Annotated[int | None, typer.Option(
-    help="Objective (b): most goodput from this many GPUs.")]
-PriceOpt = Annotated[float | None, typer.Option(
-    help="USD per GPU-hour (default: the catalog's list price).")]
-DtypeOpt = Annotated[str, typer.Option(help="Weights: bf16, fp8, int8, awq.")]
-KvDtypeOpt = Annotated[str, typer.Option(help="KV cache: bf16, fp8.")]
-NodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
-PerfModelOpt = Annotated[str | None, typer.Option(
-    help="Force aiconfigurator or roofline (default: AIConfigurator where it has data).")]
-TopOpt = Annotated[int, typer.Option(help="Rows per table.")]
-SplitOpt = Annotated[str | None, typer.Option(
-    help="Also evaluate a fixed PREFILL:DECODE GPU split, e.g. 8:40.")]
-OutOpt = Annotated[Path | None, typer.Option(
-    help="Directory for plan.json, pareto.png, topologies and the mocker profile "
-         "(default: .dis-serve/plans/NAME).")]
-EmitOpt = Annotated[Path | None, typer.Option(
-    help="Also write the chosen topology here (the mocker graph with --mock); refused for a "
-         "plan that failed its replay unless --force.")]
-MockOpt = Annotated[bool, typer.Option(
-    help="--emit writes the mocker graph timed like the planned GPUs.")]
-ForceOpt = Annotated[bool, typer.Option(
-    help="--emit the plan even if it failed its replay.")]
-ReplayOpt = Annotated[bool, typer.Option(
-    help="Verify the plan in Dynamo's virtual-clock replay (backing off until it holds).")]
-CalibrateOpt = Annotated[list[Path] | None, typer.Option(
-    help="`bench` results (results.json or its folder; repeatable) to fit per-phase "
-         "correction factors from; the plan uses them and writes calibration.json.")]
-AutoscaleOpt = Annotated[bool, typer.Option(
-    help="Give the trtllm topology an `autoscale` section: on Kubernetes Dynamo's SLA planner "
-         "then holds the SLA within the planned GPUs.")]
-ReplayRequestsOpt = Annotated[int | None, typer.Option(
-    help="Requests to replay (default: enough for a steady state, at least 2000).")]
-
-
-def plan(model: ModelOpt, ttft_ms: TtftOpt, itl_ms: ItlOpt, gpu: GpuOpt = "h100-sxm",
-         isl: IslOpt = None, osl: OslOpt = None, trace: TraceOpt = None, rate: RateOpt = None,
-         budget: BudgetOpt = None, price: PriceOpt = None, dtype: DtypeOpt = "bf16",
-         kv_cache_dtype: KvDtypeOpt = "bf16", gpus_per_node: NodeOpt = 8,
-         perf_model: PerfModelOpt = None, top: TopOpt = 5, compare_split: SplitOpt = None,
-         out: OutOpt = None, emit: EmitOpt = None, mock: MockOpt = False,
-         force: ForceOpt = False, replay: ReplayOpt = True,
-         replay_requests: ReplayRequestsOpt = None, calibrate: CalibrateOpt = None,
-         autoscale: AutoscaleOpt = False) -> None:
-    """Size prefill/decode (or aggregated) pools from measured H100 data, verify the plan in
-    Dynamo's replay, price it and write it as a topology."""
+def _run_plan(values: dict[str, object]) -> None:
     from ..errors import RunError
+    from ..plan.pipeline import run_plan
     from ..plan.request import build_request
-    from ..plan.runner import run_plan
 
     if not console.is_terminal:  # logs and CI: wide enough for the tables
         console.width = max(console.width, 120)
+    files = {name: values.pop(name) for name in FILE_OPTIONS}
     try:
-        request = build_request(
-            model=model, gpu=gpu, isl=isl, osl=osl, trace=trace, rate=rate, budget=budget,
-            ttft_ms=ttft_ms, itl_ms=itl_ms, price_per_gpu_hour=price, dtype=dtype,
-            kv_cache_dtype=kv_cache_dtype, gpus_per_node=gpus_per_node, perf_model=perf_model,
-            top=top, compare_split=_split(compare_split), replay=replay,
-            replay_requests=replay_requests, calibrate=tuple(calibrate or ()),
-            autoscale=autoscale)
-        outcome = run_plan(request, out, emit=emit, emit_mock=mock, force_emit=force)
+        request = build_request(**values)
+        outcome = run_plan(request, files["out"], emit=files["emit"],  # type: ignore[arg-type]
+                           emit_mock=bool(files["mock"]), force_emit=bool(files["force"]))
     except UserInputError as exc:
         raise _in_flags(exc) from None
     _print_outcome(outcome)
     if outcome.emit_refused:
-        raise RunError(f"--emit refused: {outcome.emit_refused} (fix: relax the SLA, or "
-                       "--force to write it anyway)")
+        raise RunError(f"--emit refused: {outcome.emit_refused} (fix: relax the SLA or the "
+                       "load, give the replay more requests, or --force to write it anyway)")
     target = outcome.files.get("emitted topology", outcome.files["topology (mocker)"])
     console.print(f"next: dis-serve validate {target} && dis-serve up {target}", markup=False)
 
@@ -156,6 +164,10 @@ def _print_outcome(outcome: PlanOutcome) -> None:
                   "USD/GPU-hour", markup=False)
     console.print(outcome.verdict, markup=False)
     _print_verification(outcome)
+    if outcome.measured_error is not None:
+        console.print(_ledger_line(outcome), markup=False)
+    if outcome.placement_note:
+        console.print(f"Topology: {outcome.placement_note}", markup=False)
     if outcome.savings is not None and outcome.savings.gpus > 0:
         s = outcome.savings
         console.print(f"Saved against the best aggregated deployment for the same goodput: "
@@ -201,14 +213,29 @@ def _print_verification(outcome: PlanOutcome) -> None:
         console.print("Not replayed (--no-replay): the SLA attainment is the model's alone.",
                       markup=False)
         return
-    state = "holds" if replayed.passed else "FAILS"
-    console.print(f"Replayed: {replayed.sla_met_share:.0%} of requests met the SLA (the plan "
-                  f"{state}: it promises 90%), on {replayed.replayed}.", markup=False)
-    tried = [s for s in outcome.verification if not s.passed]
-    for step in tried:
-        console.print(f"  backed off from {step.deployment} at "
-                      f"{step.requests_per_s:.2f} req/s: {step.sla_met_share:.0%} met the SLA "
-                      "in replay", markup=False)
+    state = ("holds: it promises 90% at the planned rate" if replayed.passed
+             else f"FAILS: it {replayed.failed_because}")
+    console.print(f"Replayed: {replayed.sla_met_share:.0%} of requests met the SLA, "
+                  f"{replayed.requests_per_s:.2f} of the planned "
+                  f"{outcome.plan.requests_per_s:.2f} req/s served (the plan {state}), on "
+                  f"{replayed.replayed}.", markup=False)
+    for step in outcome.verification:
+        if not step.passed:
+            console.print(f"  backed off from {step.deployment} at "
+                          f"{step.requests_per_s:.2f} req/s: it {step.failed_because}",
+                          markup=False)
+
+
+def _ledger_line(outcome: PlanOutcome) -> str:
+    err = outcome.measured_error
+    assert err is not None
+    ratios = ", ".join(f"{name} x{value:.2f}" for name, value in (
+        ("TTFT", err.ttft_mean), ("ITL", err.itl_mean), ("throughput", err.requests_per_s))
+        if value is not None)
+    return (f"Measured against this model: {ratios} (measured / predicted, median of the "
+            f"{err.entries} nearest of {err.of} benchmarked plan(s) of "
+            f"{outcome.request.target().name} on {outcome.request.gpu.value} in {err.ledger}; "
+            f"nearest: {err.nearest[0]}).")
 
 
 def _split_line(outcome: PlanOutcome) -> str:
@@ -277,5 +304,7 @@ def _diff(replayed: float, predicted: float) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app."""
-    app.command()(plan)
+    """Add this group's commands to the app: `plan` takes every argument as it comes and
+    hands it to the command built from the request's fields (its `--help` included)."""
+    app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                  "help_option_names": []}, add_help_option=False)(plan)

@@ -126,7 +126,6 @@ def sha256_text(text: str) -> str:
 
 def topology_evidence(topo: Topology, file: SourceFile | None,
                       revision: str | None) -> TopologyEvidence:
-    from ..bench.target import topology_digest
     from ..render.engine_config import dump_engine_config, render_engine_configs
     from ..render.model_cache import COMMIT_RE
 
@@ -136,7 +135,7 @@ def topology_evidence(topo: Topology, file: SourceFile | None,
         engine_configs = {role.value: sha256_text(dump_engine_config(config))
                           for role, config in render_engine_configs(topo).items()}
     return TopologyEvidence(
-        name=topo.name, file=file, digest=topology_digest(topo), engine_configs=engine_configs,
+        name=topo.name, file=file, digest=topo.digest, engine_configs=engine_configs,
         model=ModelEvidence(id=topo.model.id, served_name=topo.model.name,
                             revision=pinned or revision or topo.model.revision),
         settings=flatten(topo.model_dump(mode="json")))

@@ -15,23 +15,58 @@ import contextlib
 import io
 import logging
 import warnings
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from ..catalog import find_known_model
 from ..topology import KvCacheDtype, WeightDtype
 from .perf_model import SERVING_CORRECTIONS, AggPoint, ModelOnGpu, PerfModel, PerfSource
 
 BACKEND = "trtllm"
 
-_GEMM_MODE = {WeightDtype.BF16: None, WeightDtype.FP8: "fp8", WeightDtype.INT8: "int8_wo",
-              WeightDtype.AWQ: "int4_wo"}
 _KV_MODE = {KvCacheDtype.BF16: "bfloat16", KvCacheDtype.FP8: "fp8"}
-# `fp8` means an FP8 checkpoint. Where AIConfigurator ships the model's published FP8
-# checkpoint, it reads the GEMM and attention formats from that checkpoint's own quantization
-# config (per-tensor static scales for NVIDIA's ModelOpt Llama, 128x128 blocks for Qwen's),
-# which is what TRT-LLM then runs; elsewhere generic fp8 GEMMs stand in.
-FP8_CHECKPOINTS = {"meta-llama/Meta-Llama-3.1-70B": "nvidia/Llama-3.1-70B-Instruct-FP8",
-                   "Qwen/Qwen3-32B": "Qwen/Qwen3-32B-FP8"}
+
+
+@dataclass(frozen=True)
+class QuantModes:
+    """How AIConfigurator times one checkpoint format: its GEMM mode, and whether context
+    attention runs in FP8 (where the checkpoint calibrates attention with an FP8 KV cache)."""
+
+    gemm: str
+    fp8_attention: bool = False
+
+
+# The one table from checkpoint to AIConfigurator: keyed by the TensorRT-LLM QuantAlgo the
+# checkpoint declares (hf_quant_config.json), which is what TensorRT-LLM runs. NVIDIA's
+# ModelOpt FP8 checkpoints (Llama-3.1-8B and -70B-Instruct-FP8, and what ModelOpt's FP8
+# recipe writes for any model) hold per-tensor static scales and FP8 KV-cache scales: static
+# FP8 GEMMs and FP8 context attention. The QuantAlgo is the catalog's published checkpoint's,
+# else what NVIDIA Model Optimizer writes for the format (what `validate` tells the user to
+# quantize with), MODELOPT_QUANT_ALGO.
+QUANT_MODES: dict[str | None, QuantModes] = {
+    None: QuantModes("bfloat16"),
+    "FP8": QuantModes("fp8_static", fp8_attention=True),
+    "FP8_BLOCK_SCALES": QuantModes("fp8_block", fp8_attention=True),
+    "W8A16": QuantModes("int8_wo"),
+    "W4A16_AWQ": QuantModes("int4_wo"),
+}
+
+MODELOPT_QUANT_ALGO: dict[WeightDtype, str | None] = {
+    WeightDtype.BF16: None, WeightDtype.FP8: "FP8", WeightDtype.INT8: "W8A16",
+    WeightDtype.AWQ: "W4A16_AWQ"}
+
+
+def quant_modes(target: ModelOnGpu) -> dict[str, str]:
+    """AIConfigurator's GEMM, KV-cache and context-attention modes for the target's
+    checkpoint (FP8 attention needs an FP8 KV cache)."""
+    known = find_known_model(target.name)
+    checkpoint = known.checkpoint(target.dtype.value) if known else None
+    algo = checkpoint.quant_algo if checkpoint else MODELOPT_QUANT_ALGO[target.dtype]
+    modes = QUANT_MODES[algo]
+    fp8_attention = modes.fp8_attention and target.kv_cache_dtype is KvCacheDtype.FP8
+    return {"gemm_quant_mode": modes.gemm, "kvcache_quant_mode": _KV_MODE[target.kv_cache_dtype],
+            "fmha_quant_mode": "fp8" if fp8_attention else "bfloat16"}
 
 
 class AiconfiguratorUnavailable(Exception):
@@ -71,11 +106,10 @@ class AiconfiguratorModel(PerfModel):
         if target.gpu.aiconfigurator_system is None:
             raise AiconfiguratorUnavailable(
                 f"AIConfigurator has no measured data for GPU {target.gpu_name}")
+        # The architecture from the model's own config, the formats from QUANT_MODES (not
+        # from whichever quantized config AIConfigurator happens to ship).
         self._model_path = target.aiconfigurator_name
-        self._fp8_checkpoint = (target.dtype is WeightDtype.FP8
-                                and target.aiconfigurator_name in FP8_CHECKPOINTS)
-        if self._fp8_checkpoint:
-            self._model_path = FP8_CHECKPOINTS[target.aiconfigurator_name]
+        self._modes = quant_modes(target)
         self._system = target.gpu.aiconfigurator_system
         with _quiet():
             self._load()
@@ -108,7 +142,9 @@ class AiconfiguratorModel(PerfModel):
         from importlib.metadata import version
 
         return (f"AIConfigurator {version('aiconfigurator-core')} measured database "
-                f"{self._system}/{BACKEND} {self._version}, model {self._model_path}")
+                f"{self._system}/{BACKEND} {self._version}, model {self._model_path} (GEMM "
+                f"{self._modes['gemm_quant_mode']}, context attention "
+                f"{self._modes['fmha_quant_mode']}, KV cache {self._modes['kvcache_quant_mode']})")
 
     def _session(self, tp: int, context_role: bool):
         key = (tp, context_role)
@@ -118,13 +154,7 @@ class AiconfiguratorModel(PerfModel):
             from aiconfigurator.sdk.inference_session import InferenceSession
             from aiconfigurator.sdk.models import get_model, resolve_context_fmha_by_data
 
-            kv_fp8 = self.target.kv_cache_dtype is KvCacheDtype.FP8
-            config = build_model_config(
-                tp, 1, 1, None, None,
-                gemm_quant_mode=None if self._fp8_checkpoint else _GEMM_MODE[self.target.dtype],
-                kvcache_quant_mode=_KV_MODE[self.target.kv_cache_dtype],
-                # FP8 context attention needs an FP8 KV cache.
-                fmha_quant_mode=None if self._fp8_checkpoint and kv_fp8 else "bfloat16")
+            config = build_model_config(tp, 1, 1, None, None, **self._modes)
             resolve_context_fmha_by_data(config, self._model_path, self._database, BACKEND,
                                          is_context_role=context_role)
             model = get_model(self._model_path, config, BACKEND)

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import UserInputError
 from ..topology import Mode, Topology
 from .outcome import Calibration, CalibrationPoint
-from .perf_model import PerfModel
+from .perf_model import ModelOnGpu, PerfModel
 from .pools import PrefillWorker, agg_curves, decode_curves
 from .predict import Prediction, kv_transfer_gbps, predict_agg, predict_disagg, transfer_ms
 
@@ -45,13 +45,17 @@ class Measured:
     itl_ms: float
 
 
-def read_measurements(paths: list[Path]) -> list[Measured]:
-    """Every usable point of the `bench` results at `paths` (results.json or its folder)."""
+def read_measurements(paths: list[Path], target: ModelOnGpu | None = None) -> list[Measured]:
+    """Every usable point of the `bench` results at `paths` (results.json or its folder), or
+    of a ledger (`.jsonl`: its entries for `target`'s model and GPU)."""
     from ..bench.report import RESULTS_JSON, read_result
     from ..yaml_input import load_model_file
 
     out = []
     for path in paths:
+        if path.suffix == ".jsonl":
+            out += _ledger_measurements(path, target)
+            continue
         file = path / RESULTS_JSON if path.is_dir() else path
         if not file.is_file():
             raise UserInputError("no bench results here", source=str(path),
@@ -72,6 +76,34 @@ def read_measurements(paths: list[Path]) -> list[Measured]:
     if not out:
         raise UserInputError("the results hold no streaming point without errors",
                              key="calibrate", fix="benchmark with a streaming scenario")
+    return out
+
+
+def _ledger_measurements(path: Path, target: ModelOnGpu | None) -> list[Measured]:
+    """The ledger's measured points of this model on this GPU whose graph file is still
+    there (the fit predicts each on the deployment it ran)."""
+    from ..yaml_input import load_model_file
+    from .ledger import read_ledger
+
+    if not path.is_file():
+        raise UserInputError("no ledger here", source=str(path),
+                             fix="give the ledger bench writes (.dis-serve/ledger.jsonl)")
+    out = []
+    for e in read_ledger(path):
+        if target is not None and (e.model, e.gpu) != (target.name, target.gpu_name):
+            continue
+        m = e.measured
+        if not (e.topology_file and Path(e.topology_file).is_file() and m.ttft_mean_ms
+                and m.itl_mean_ms and m.requests_per_s):
+            continue
+        out.append(Measured(f"{path}:{e.point}", load_model_file(Topology, Path(e.topology_file)),
+                            round(e.measured_isl or e.isl), round(e.measured_osl or e.osl),
+                            m.requests_per_s, m.ttft_mean_ms, m.itl_mean_ms))
+    if not out:
+        what = f" of {target.name} on {target.gpu_name}" if target else ""
+        raise UserInputError(f"the ledger holds no measured point{what} whose graph file is "
+                             "still there", source=str(path), key="calibrate",
+                             fix="bench a graph `plan --emit` wrote for this model and GPU")
     return out
 
 
@@ -102,7 +134,7 @@ def _transfer(model: PerfModel, m: Measured, gbps: float) -> float:
 
 
 def fit_calibration(model: PerfModel, measured: list[Measured],
-                    gpus_per_node: int = 8) -> Calibration:
+                    gpus_per_node: int) -> Calibration:
     """Fit the factors on `measured` (see the module docstring); `model` is left as it is."""
     pairs = [(m, p) for m in measured
              if (p := predict_measured(model, m, gpus_per_node)) is not None]

@@ -10,18 +10,38 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
 from ..errors import RunError
-from ..topology import Backend, Mode, PoolRole, Topology
+from ..topology import Backend, Mode, PlacementKind, PoolRole, Topology
 from .perf_model import ModelOnGpu
 from .predict import kv_transfer_gbps
 from .replay import BLOCK_SIZE, kv_blocks
 from .request import PlanRequest, Workload
 from .search import Candidate
+
+PLAN_FILE = "plan.json"
+# An emitted topology's first comment names its plan, so a `bench` of the graph finds it
+# wherever `--emit` put the file (the mocker graph also finds it beside its profile).
+PLAN_HEADER = "plan: "
+
+
+def plan_file_named_in(topology_file: Path) -> Path | None:
+    """The plan an emitted topology's header names (None: not an emitted topology)."""
+    try:
+        with topology_file.open(encoding="utf-8") as text:
+            for line in text:
+                if not line.startswith("#"):
+                    return None
+                if line.startswith(f"# {PLAN_HEADER}"):
+                    return Path(line.removeprefix(f"# {PLAN_HEADER}").strip())
+    except OSError:
+        return None
+    return None
 
 
 def graph_name(request: PlanRequest, plan: Candidate, mock: bool) -> str:
@@ -68,10 +88,101 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
                 prefill.tp, decode.tp, plan.gpus > request.gpus_per_node)
     # TP sizes are powers of two no wider than a node, so packing pools in order never
     # strands a GPU: ceil(GPUs / node) nodes always hold them.
+    if not mock and request.placement is not PlacementKind.LOCAL:
+        data["placement"] = _cluster_placement(request, data["hardware"]["nodes"], plan.mode)
+        layout = kv_local_layout(plan, request.gpus_per_node)
+        if layout is not None:
+            for role, ids in layout.gpu_ids.items():
+                pools[role.value]["gpu_ids"] = ids
     try:
         return Topology.model_validate(data)
     except ValidationError as exc:  # a planner bug, not the user's input
         raise RunError(f"the planned topology does not validate: {exc}") from exc
+
+
+def _cluster_placement(request: PlanRequest, nodes: int, mode: Mode) -> dict:
+    # The prediction charges KV transfer between nodes at one 400 Gb/s RDMA NIC per GPU.
+    kv = {"interconnect": "rdma"} if mode is Mode.DISAGG and nodes > 1 else {}
+    if request.placement is PlacementKind.SLURM:
+        return {"slurm": {"nodes": nodes}} | kv
+    # Each node is named for its index and addressed by that name until the user puts in
+    # the real address (a name the cluster's DNS may well resolve).
+    return {"hosts": {"nodes": [{"name": f"node{n}", "address": f"node{n}"}
+                                for n in range(nodes)]}} | kv
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """Explicit GPUs per worker that put prefill workers on the nodes of decode workers."""
+
+    gpu_ids: dict[PoolRole, list[list[int]]]
+    local_prefill: int
+    """Prefill workers that share a node with a decode worker (their KV stays on NVLink)."""
+    prefill_workers: int
+
+    def describe(self) -> str:
+        if self.local_prefill == self.prefill_workers:
+            return "every prefill worker shares a node with a decode worker"
+        away = self.prefill_workers - self.local_prefill
+        return (f"{away} of {self.prefill_workers} prefill workers share no node with a "
+                "decode worker (too few decode workers to go round)")
+
+
+def placement_note(plan: Candidate, request: PlanRequest) -> str | None:
+    """What the trtllm topology's cluster placement does for KV locality (None: it runs on
+    one machine)."""
+    if request.placement is PlacementKind.LOCAL:
+        return None
+    nodes = math.ceil(plan.gpus / request.gpus_per_node)
+    where = (f"{request.placement.value} placement on {nodes} node(s) of "
+             f"{request.gpus_per_node} GPUs")
+    if plan.mode is Mode.AGG:
+        return f"{where}; aggregated workers move no KV cache between nodes."
+    layout = kv_local_layout(plan, request.gpus_per_node)
+    if layout is None:
+        return (f"{where}; pools packed in order (prefill could not be placed beside decode "
+                "on these nodes), so KV transfer crosses the network.")
+    return (f"{where}, KV over RDMA between nodes; prefill workers placed beside decode "
+            f"workers where the split allows: {layout.describe()}. Dynamo's router picks a "
+            "decode worker by load, not by node, so the prediction charges the network's "
+            "bandwidth for every transfer of a multi-node plan.")
+
+
+def kv_local_layout(plan: Candidate, gpus_per_node: int) -> KvLayout | None:
+    """Decode workers spread over the nodes, then prefill workers on the nodes that hold a
+    decode worker first, so a prompt's KV cache moves over NVLink where the split allows
+    (None: an aggregated plan, or one this greedy packing cannot place)."""
+    if plan.mode is not Mode.DISAGG:
+        return None
+    prefill, decode = plan.pool(PoolRole.PREFILL), plan.pool(PoolRole.DECODE)
+    nodes = math.ceil(plan.gpus / gpus_per_node)
+    free = [gpus_per_node] * nodes
+    has_decode = [False] * nodes
+    placed: dict[PoolRole, list[list[int]]] = {PoolRole.PREFILL: [], PoolRole.DECODE: []}
+    for i in range(decode.workers):
+        node = next((n for n in [*range(i % nodes, nodes), *range(i % nodes)]
+                     if free[n] >= decode.tp), None)
+        if node is None:
+            return None
+        placed[PoolRole.DECODE].append(_take(free, node, decode.tp, gpus_per_node))
+        has_decode[node] = True
+    local = 0
+    for _ in range(prefill.workers):
+        fits = [n for n in range(nodes) if free[n] >= prefill.tp]
+        if not fits:
+            return None
+        node = max(fits, key=lambda n: (has_decode[n], free[n]))
+        local += has_decode[node]
+        placed[PoolRole.PREFILL].append(_take(free, node, prefill.tp, gpus_per_node))
+    placed[PoolRole.PREFILL].sort()
+    return KvLayout(placed, local, prefill.workers)
+
+
+def _take(free: list[int], node: int, tp: int, gpus_per_node: int) -> list[int]:
+    """The next `tp` free GPUs of `node`, as global ids (node n holds n * gpus_per_node ...)."""
+    first = node * gpus_per_node + gpus_per_node - free[node]
+    free[node] -= tp
+    return list(range(first, first + tp))
 
 
 def _checkpoint_id(request: PlanRequest) -> str:

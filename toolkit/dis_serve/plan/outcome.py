@@ -64,8 +64,12 @@ class Replay(Latencies):
     requests_per_s: Figure = Field(description="Requests finished per second in the window.")
     output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
-    passed: bool = Field(description="Whether the SLA held for at least the share of "
-                                     "requests its percentile promises (90%).")
+    passed: bool = Field(description="Whether the plan held: the SLA for at least the share "
+                                     "of requests its percentile promises (90%), a steady "
+                                     "state, and the planned throughput within one back-off "
+                                     "step.")
+    failed_because: str | None = Field(default=None,
+                                       description="Which of those failed, if one did.")
     wall_s: Figure = Field(description="Wall time of the replay.")
     worst_difference_means: Figure = Field(
         description="Largest relative gap to the prediction over mean TTFT, ITL, throughput.")
@@ -84,7 +88,23 @@ class VerificationStep(_Frozen):
     tokens_per_s_per_gpu: Figure = Field(
         description="Output tokens per second per GPU used, at that rate.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
-    passed: bool = Field(description="Whether at least 90% did.")
+    served_per_s: Figure | None = Field(default=None,
+                                        description="Requests/s the replay served.")
+    passed: bool = Field(description="Whether the deployment held (see `Replay.passed`).")
+    failed_because: str | None = Field(default=None, description="Why not, if it did not.")
+
+
+class LedgerError(_Frozen):
+    """How far this model has been from real runs: measured over predicted on the ledger's
+    entries nearest this plan (same model and GPU; `plan.ledger`)."""
+
+    entries: int = Field(description="Entries the ratios are the median of.")
+    of: int = Field(description="Entries the ledger holds for this model and GPU.")
+    ledger: str = Field(description="The ledger file.")
+    ttft_mean: float | None = Field(description="Measured / predicted mean TTFT.")
+    itl_mean: float | None = Field(description="Measured / predicted mean ITL.")
+    requests_per_s: float | None = Field(description="Measured / predicted requests/s.")
+    nearest: list[str] = Field(description="The entries used.")
 
 
 class PerformanceModelInfo(_Frozen):
@@ -157,5 +177,9 @@ class PlanOutcome(_Frozen):
         description="Every replay taken to verify the plan, in order.")
     emit_refused: str | None = Field(
         default=None, description="Why --emit wrote nothing (the plan failed its replay).")
+    placement_note: str | None = Field(
+        default=None, description="The trtllm topology's cluster placement and KV locality.")
+    measured_error: LedgerError | None = Field(
+        default=None, description="The model's recorded error on the nearest measured runs.")
     planning_seconds: float = Field(description="Wall time of the search.")
     files: dict[str, str] = Field(description="What was written, by what it is.")

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 
 from ..topology import Mode
-from .planner import PlanResult
-from .report import plan_title, short_label
+from .recommend import PlanResult
+from .to_outcome import plan_title, short_label
 
 
 def pareto_png(result: PlanResult, path: Path) -> Path:

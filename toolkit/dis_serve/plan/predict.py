@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .perf_model import ModelOnGpu
 from .pools import AggCurve, DecodeCurve, PrefillWorker
-from .queueing import pool_wait
+from .queueing import UNSTABLE, Wait, pool_wait
 
 # KV-cache transfer between prefill and decode workers: NVLink inside a node (the figure
 # Dynamo's mocker documents for it) and one 400 Gb/s RDMA NIC per GPU between nodes (HGX
@@ -77,11 +77,14 @@ def transfer_ms(target: ModelOnGpu, isl: int, gbps: float) -> float:
 
 
 def decode_concurrency(curve: DecodeCurve, rate_per_worker: float, osl: int,
-                       max_batch: int) -> float | None:
-    """Requests a decode worker holds at steady state (None: it cannot keep up)."""
+                       max_batch: int, *, closed_loop: bool = False) -> float | None:
+    """Requests a decode worker holds at steady state (None: it cannot keep up). Under
+    Poisson arrivals its slots carry at most MAX_SLOT_LOAD of their saturated throughput; in
+    a closed loop nothing arrives in bursts and the batch may run at its cap."""
     if rate_per_worker <= 0:
         return 0.0
-    if rate_per_worker > MAX_SLOT_LOAD * curve.capacity_per_s(max_batch, osl):
+    max_load = 1.0 if closed_loop else MAX_SLOT_LOAD
+    if rate_per_worker > max_load * curve.capacity_per_s(max_batch, osl):
         return None
     concurrency = rate_per_worker * osl * curve.itl_at(1) / 1000.0
     for _ in range(60):
@@ -89,25 +92,24 @@ def decode_concurrency(curve: DecodeCurve, rate_per_worker: float, osl: int,
         if abs(updated - concurrency) < 1e-3:
             break
         concurrency = updated
-    return concurrency if concurrency < max_batch else None
+    return concurrency if concurrency <= max_batch else None
 
 
 def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeCurve,
                    decode_batch: int, decode_workers: int, rate_per_s: float, *, osl: int,
-                   kv_transfer_ms: float) -> Prediction | None:
+                   kv_transfer_ms: float, closed_loop: bool = False) -> Prediction | None:
     # A batching prefill worker runs a full batch only when prompts queue; a prompt that
     # finds a worker free runs alone. Capacity is the full batch's.
-    prefill_wait = pool_wait(servers=prefill_workers,
-                             service_ms=prefill.service_ms / prefill.batch,
-                             rate_per_s=rate_per_s)
+    prefill_wait = _wait(prefill_workers, prefill.service_ms / prefill.batch, rate_per_s,
+                         closed_loop)
     if not prefill_wait.stable or prefill_wait.utilization > MAX_PREFILL_LOAD:
         return None
-    concurrency = decode_concurrency(decode, rate_per_s / decode_workers, osl, decode_batch)
+    concurrency = decode_concurrency(decode, rate_per_s / decode_workers, osl, decode_batch,
+                                     closed_loop=closed_loop)
     if concurrency is None:
         return None
     itl = decode.itl_at(concurrency)
-    slot_wait = pool_wait(servers=decode_workers * decode_batch, service_ms=osl * itl,
-                          rate_per_s=rate_per_s)
+    slot_wait = _wait(decode_workers * decode_batch, osl * itl, rate_per_s, closed_loop)
     if not slot_wait.stable:
         return None
     service = prefill.single_ms + (prefill.service_ms - prefill.single_ms) * (
@@ -115,8 +117,8 @@ def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeC
     steps = max(1, math.ceil(kv_transfer_ms / itl)) * itl + itl
     handoff = 0.5 * itl + steps
     # Concurrency is Poisson-like (spread sqrt(b)); a request's ITL averages it over its
-    # whole generation, which halves the spread it feels.
-    spread = decode.itl_at(concurrency + math.sqrt(concurrency)) - itl
+    # whole generation, which halves the spread it feels. A closed loop holds it fixed.
+    spread = 0.0 if closed_loop else decode.itl_at(concurrency + math.sqrt(concurrency)) - itl
     return Prediction(
         rate_per_s=rate_per_s,
         ttft_mean_ms=service + handoff + prefill_wait.mean_ms + slot_wait.mean_ms,
@@ -128,18 +130,18 @@ def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeC
         slot_utilization=concurrency / decode_batch, concurrency_per_worker=concurrency)
 
 
-def predict_agg(curve: AggCurve, workers: int, max_batch: int,
-                rate_per_s: float) -> Prediction | None:
+def predict_agg(curve: AggCurve, workers: int, max_batch: int, rate_per_s: float, *,
+                closed_loop: bool = False) -> Prediction | None:
     """An aggregated pool: each worker holds as many requests as it completes per second
     times their latency (Little's law), and serves them as AIConfigurator's in-flight
     batching estimate says a batch of that size is served. Poisson arrivals spread the
     batch by about its square root: the 90th percentiles are read that much higher, and the
-    cap must leave room for it."""
+    cap must leave room for it; a closed loop holds the batch where it is, up to the cap."""
     rate = rate_per_s / workers
     concurrency = curve.concurrency_at(rate)
     if concurrency is None:
         return None
-    spread = math.sqrt(concurrency)
+    spread = 0.0 if closed_loop else math.sqrt(concurrency)
     if concurrency + AGG_SLOT_HEADROOM_Z * spread > max_batch:
         return None
     itl = curve.itl_at(concurrency)
@@ -154,3 +156,12 @@ def predict_agg(curve: AggCurve, workers: int, max_batch: int,
         queue_wait_ms=0.0, service_ms=ttft, handoff_ms=0.0, decode_wait_ms=0.0,
         prefill_utilization=curve.prefill_share_at(concurrency),
         slot_utilization=concurrency / max_batch, concurrency_per_worker=concurrency)
+
+
+def _wait(servers: int, service_ms: float, rate_per_s: float, closed_loop: bool) -> Wait:
+    """Queueing before service: Erlang C for Poisson arrivals; none below capacity in a
+    closed loop, where the next request is sent as one finishes (no bursts to queue)."""
+    if not closed_loop:
+        return pool_wait(servers=servers, service_ms=service_ms, rate_per_s=rate_per_s)
+    utilization = rate_per_s * service_ms / 1000.0 / servers
+    return Wait(0.0, 0.0, utilization) if utilization < 1.0 else UNSTABLE

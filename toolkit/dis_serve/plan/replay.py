@@ -131,6 +131,10 @@ class ReplayResult:
     output_tokens_per_s: float
     sla_met_share: float
     wall_s: float
+    window_arrivals: int = 0
+    """Requests that arrived in the measured window (of the slice that ran)."""
+    in_system: float = 0.0
+    """Mean number of requests in the slice at once over the window (Little's law)."""
 
 
 def kv_blocks(target: ModelOnGpu, pool: PoolPlan, block_size: int = BLOCK_SIZE) -> int:
@@ -164,7 +168,7 @@ def engine_args(target: ModelOnGpu, plan: Candidate, pool: PoolPlan, profile: Pa
 
 def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Workload, *,
                 ttft_sla_ms: float, itl_sla_ms: float, requests: int | None = None,
-                gpus_per_node: int = 8, seed: int = 42) -> ReplayResult:
+                gpus_per_node: int, seed: int = 42) -> ReplayResult:
     """Replay the workload at the plan's rate on a representative slice of it: `requests`
     synthetic requests (default: enough for a steady state), or the trace itself (whole)."""
     # The simulator logs every routing decision at INFO; keep the terminal readable.
@@ -188,16 +192,30 @@ def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Wo
     if workload.trace is not None:
         report = run_trace_replay(str(workload.trace.path), trace_format="mooncake",
                                   trace_block_size=workload.trace.block_size, **kwargs)
+    elif workload.closed_loop:
+        report = run_synthetic_trace_replay(workload.isl, workload.osl, count,
+                                            replay_concurrency=in_flight(plan, rate),
+                                            arrival_seed=seed, **kwargs)
     else:
         report = run_synthetic_trace_replay(workload.isl, workload.osl, count,
                                             request_rate=rate, arrival_seed=seed, **kwargs)
     wall = time.perf_counter() - started
     result = summarize(report, rate, wall, ttft_sla_ms=ttft_sla_ms, itl_sla_ms=itl_sla_ms,
-                       replayed=part.describe(plan))
+                       replayed=part.describe(plan),
+                       closed_loop=in_flight(plan, rate) if workload.closed_loop else None)
     # Throughput of the slice, stated for the whole deployment.
     return replace(result, served_rate=result.served_rate / part.share,
                    output_tokens_per_s=result.output_tokens_per_s / part.share,
                    offered_rate=plan.rate, arrival_rate=result.arrival_rate / part.share)
+
+
+def in_flight(plan: Candidate, rate: float) -> int:
+    """Requests a closed loop keeps in flight for the plan to run at `rate`: each request is
+    in the system for its end-to-end latency (Little's law), so the decode batches sit at
+    the planned concurrency and prefill is fed as they free slots."""
+    pred = plan.prediction
+    e2e_s = (pred.ttft_mean_ms + plan.osl * pred.itl_ms) / 1000.0
+    return max(1, round(rate * e2e_s))
 
 
 def requests_for_steady_state(plan: Candidate, rate: float | None = None) -> int:
@@ -215,29 +233,60 @@ def _steady_state_requests(plan: Candidate, rate: float) -> int:
 
 
 def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
-              itl_sla_ms: float, replayed: str = "the whole deployment") -> ReplayResult:
+              itl_sla_ms: float, replayed: str = "the whole deployment",
+              closed_loop: int | None = None) -> ReplayResult:
     """Steady-state figures: requests that arrive after the batch has filled (WARMUP_E2E
     end-to-end latencies in) and finish before arrivals stop; the whole run when it is too
-    short to have such a window (the result says so)."""
+    short to have such a window (the result says so). `closed_loop`: the requests a closed
+    loop kept in flight; its throughput is that many over their mean end-to-end latency
+    (Little's law, exact while the loop is full), since same-length requests finish in
+    bursts that any count over a time window cuts at random."""
     done = [r for r in report.per_request if r.get("terminal_status") == "completed"]
-    arrivals = sorted(r["arrival_time_ms"] for r in done)
-    e2e = statistics.median(r["e2e_latency_ms"] for r in done)
-    start, stop = arrivals[0] + WARMUP_E2E * e2e, arrivals[-1] - e2e
-    window = [r for r in done if start <= r["arrival_time_ms"] and r["terminal_time_ms"] <= stop]
-    steady = stop - start >= MEASURED_E2E * e2e / 2 and len(window) >= MIN_WINDOW_REQUESTS
-    if not steady:
-        window, start, stop = done, arrivals[0], max(r["terminal_time_ms"] for r in done)
+    if closed_loop:
+        window, steady = _while_the_loop_is_full(done, closed_loop)
+        served = closed_loop / (statistics.fmean(r["e2e_latency_ms"] for r in window) / 1000)
+        arrived, arrivals, in_system = served, len(window), float(closed_loop)
+    else:
+        window, start, stop, steady = _steady_window(done)
+        seconds = (stop - start) / 1000.0
+        served = sum(1 for r in done if start < r["terminal_time_ms"] <= stop) / seconds
+        arrivals = sum(1 for r in done if start <= r["arrival_time_ms"] <= stop)
+        arrived = arrivals / seconds
+        in_system = arrived * statistics.fmean(r["e2e_latency_ms"] for r in window) / 1000
     ttfts = sorted(r["ttft_ms"] for r in window)
     itls = sorted(r["itl_ms"] for r in window)
-    finished = sum(1 for r in done if start <= r["terminal_time_ms"] <= stop)
-    arrived = sum(1 for r in done if start <= r["arrival_time_ms"] <= stop)
-    seconds = (stop - start) / 1000.0
     mean_output = statistics.fmean(r["output_length"] for r in window)
     met = sum(1 for r in window if r["ttft_ms"] <= ttft_sla_ms and r["itl_ms"] <= itl_sla_ms)
     return ReplayResult(
         replayed=replayed, requests=len(done), measured_requests=len(window), steady=steady,
-        offered_rate=offered_rate, arrival_rate=arrived / seconds,
+        offered_rate=offered_rate, arrival_rate=arrived,
         ttft_mean_ms=statistics.fmean(ttfts), ttft_p90_ms=ttfts[int(0.9 * (len(ttfts) - 1))],
         itl_mean_ms=statistics.fmean(itls), itl_p90_ms=itls[int(0.9 * (len(itls) - 1))],
-        served_rate=finished / seconds, output_tokens_per_s=finished / seconds * mean_output,
-        sla_met_share=met / len(window), wall_s=wall_s)
+        served_rate=served, output_tokens_per_s=served * mean_output,
+        sla_met_share=met / len(window), wall_s=wall_s,
+        window_arrivals=arrivals, in_system=in_system)
+
+
+def _steady_window(done: list[dict]) -> tuple[list[dict], float, float, bool]:
+    arrivals = sorted(r["arrival_time_ms"] for r in done)
+    e2e = statistics.median(r["e2e_latency_ms"] for r in done)
+    start, stop = arrivals[0] + WARMUP_E2E * e2e, arrivals[-1] - e2e
+    window = [r for r in done if start <= r["arrival_time_ms"] and r["terminal_time_ms"] <= stop]
+    if stop - start >= MEASURED_E2E * e2e / 2 and len(window) >= MIN_WINDOW_REQUESTS:
+        return window, start, stop, True
+    return done, arrivals[0], max(r["terminal_time_ms"] for r in done), False
+
+
+def _while_the_loop_is_full(done: list[dict], in_flight: int) -> tuple[list[dict], bool]:
+    """The requests that ran while the loop held `in_flight` requests: sent after the
+    ramp-up (the first `in_flight` start together) and finished before the drain (after the
+    last is sent the batch empties and steps run faster). Steady once they are
+    MEASURED_E2E generations of the loop."""
+    ends = sorted(r["terminal_time_ms"] for r in done)
+    first = ends[min(in_flight, len(ends)) - 1]
+    last = ends[max(len(ends) - in_flight - 1, 0)]
+    window = [r for r in done
+              if r["arrival_time_ms"] >= first and r["terminal_time_ms"] <= last]
+    if not window:
+        return done, False
+    return window, len(window) >= max(MIN_WINDOW_REQUESTS, MEASURED_E2E * in_flight)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -19,7 +21,7 @@ from pydantic import (
 
 from ..catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
 from ..errors import UserInputError
-from ..topology import KvCacheDtype, WeightDtype
+from ..topology import Hardware, KvCacheDtype, PlacementKind, WeightDtype
 from .perf_model import ModelOnGpu, PerfSource
 
 # Mooncake traces hash prompts in blocks of 512 tokens.
@@ -31,6 +33,16 @@ class Objective(StrEnum):
     """Serve a target request rate under the SLA on as few GPUs as possible."""
     MOST_GOODPUT = "most-goodput"
     """Serve as many requests per second under the SLA as a GPU budget allows."""
+
+
+class Arrival(StrEnum):
+    POISSON = "poisson"
+    """Independent requests at a mean rate (online serving): bursts queue, so batches are
+    planned below their caps."""
+    OFFLINE = "offline"
+    """A closed loop (a batch job, or the offline max-load runs of published throughput
+    tables): a fixed number of requests in flight, the next sent as one finishes, so there
+    are no bursts and a decode batch runs at its cap."""
 
 
 @dataclass(frozen=True)
@@ -79,45 +91,108 @@ def read_trace(path: Path, block_size: int = MOONCAKE_BLOCK_TOKENS) -> TraceStat
         rate_per_s=(len(stamps) - 1) / span_s if span_s > 0 else None, block_size=block_size)
 
 
+@dataclass(frozen=True)
+class CliFlag:
+    """How a `PlanRequest` field is spelled on `dis-serve plan`'s command line where it is not
+    `--field-name` (AIPerf's `CLIParameter` idea): the CLI builds its options from the fields,
+    and an error or help text naming a field in backticks shows the user its flag."""
+
+    name: str | None = None
+    metavar: str | None = None
+
+
+# The models the planner has data for (AIConfigurator's names them); the others in the
+# catalog can run, but not be planned.
+PLANNED_MODELS = tuple(k for k, m in KNOWN_MODELS.items() if m.aiconfigurator_name)
+# One home for "GPUs in a node": the topology's hardware section, default and bounds.
+NODE_GPUS = Hardware.model_fields["gpus_per_node"]
+SPLIT_PATTERN = re.compile(r"(\d+):(\d+)")
+
+
 class PlanRequest(BaseModel):
     """One planning question. Either `rate` (fewest GPUs that serve it) or `budget` (most
-    goodput those GPUs give), and either `isl`/`osl` or a `trace`."""
+    goodput those GPUs give), and either `isl`/`osl` or a `trace`. Each field is a flag of
+    `dis-serve plan` (`flag_of`), its description the flag's help."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = Field(description="Catalog key or Hugging Face id (llama-3.1-70b ...).")
+    model: str = Field(description="Catalog key or Hugging Face id: "
+                                   + ", ".join(PLANNED_MODELS) + ".")
     gpu: GpuType = Field(default=GpuType.H100_SXM, description="GPU type from the catalog.")
     dtype: WeightDtype = Field(default=WeightDtype.BF16, description="Weight format.")
     kv_cache_dtype: KvCacheDtype = Field(default=KvCacheDtype.BF16,
                                          description="KV-cache format.")
-    isl: int | None = Field(default=None, gt=0, le=131072, description="Prompt tokens.")
-    osl: int | None = Field(default=None, gt=1, le=65536, description="Output tokens.")
-    trace: Path | None = Field(default=None, description="Mooncake JSONL trace.")
+    isl: int | None = Field(default=None, gt=0, le=131072,
+                            description="Prompt tokens per request.")
+    osl: int | None = Field(default=None, gt=1, le=65536,
+                            description="Output tokens per request.")
+    trace: Path | None = Field(
+        default=None, description="Mooncake JSONL trace instead of `isl`/`osl` (its mean "
+                                  "lengths are planned for, its timestamps give the rate, the "
+                                  "replay replays it).")
     trace_block_size: int = Field(default=MOONCAKE_BLOCK_TOKENS, gt=0,
                                   description="Tokens per hash id in the trace.")
-    rate: float | None = Field(default=None, gt=0, description="Target requests per second.")
-    budget: int | None = Field(default=None, gt=0, le=4096, description="GPUs available.")
-    ttft_ms: float = Field(gt=0, description="SLA: 90th-percentile time to first token.")
-    itl_ms: float = Field(gt=0, description="SLA: mean inter-token latency.")
-    price_per_gpu_hour: float | None = Field(default=None, gt=0,
-                                             description="USD per GPU-hour.")
-    gpus_per_node: int = Field(default=8, ge=1, le=16, description="GPUs in one node.")
+    arrival: Arrival = Field(
+        default=Arrival.POISSON,
+        description="How requests arrive: poisson (online traffic at a mean rate) or offline "
+                    "(a closed loop: a fixed number in flight, each decode batch at its cap). "
+                    "A `trace` brings its own arrivals.")
+    rate: float | None = Field(
+        default=None, gt=0, description="Objective (a): serve this many requests/s on the "
+                                        "fewest GPUs.")
+    budget: int | None = Field(default=None, gt=0, le=4096,
+                               description="Objective (b): most goodput from this many GPUs.")
+    ttft_ms: float = Field(gt=0, description="SLA: 90th-percentile time to first token (ms).")
+    # The search bounds the predicted 90th percentile of per-request mean ITL, the replay
+    # counts requests whose mean ITL (and TTFT) meet it: one statistic, said once.
+    itl_ms: float = Field(gt=0, description="SLA: 90th percentile of each request's mean "
+                                            "inter-token latency (ms).")
+    price_per_gpu_hour: Annotated[float | None, CliFlag("--price")] = Field(
+        default=None, gt=0, description="USD per GPU-hour (default: the catalog's list "
+                                        "price).")
+    gpus_per_node: Annotated[int, NODE_GPUS]
+    tp: int | None = Field(
+        default=None, ge=1, le=16,
+        description="Only this tensor-parallel size for every worker (default: every size "
+                    "that fits a node); what a published table fixes.")
     perf_model: PerfSource | None = Field(
-        default=None, description="Force aiconfigurator or roofline (default: best available).")
+        default=None, description="Force a performance model (default: AIConfigurator where "
+                                  "it has data, else the roofline).")
     top: int = Field(default=5, ge=1, le=50, description="Rows per table.")
-    compare_split: tuple[PositiveInt, PositiveInt] | None = Field(
-        default=None, description="Also evaluate this fixed (prefill GPUs, decode GPUs) split.")
-    replay: bool = Field(default=True, description="Check the plan in Dynamo's replay.")
+    compare_split: Annotated[tuple[PositiveInt, PositiveInt] | None,
+                             CliFlag(metavar="PREFILL:DECODE")] = Field(
+        default=None, description="Also evaluate a fixed PREFILL:DECODE GPU split, e.g. 8:40.")
+    placement: PlacementKind = Field(
+        default=PlacementKind.LOCAL,
+        description="Where the trtllm topology runs: local (one machine), hosts (one script "
+                    "per machine; set each node's address) or slurm (one sbatch job); its nodes "
+                    "come from the GPUs and `gpus_per_node`, prefill packed beside decode so "
+                    "KV transfer stays inside a node where the split allows.")
+    replay: bool = Field(default=True, description="Verify the plan in Dynamo's virtual-clock "
+                                                   "replay (backing off until it holds).")
     calibrate: tuple[Path, ...] = Field(
-        default=(), description="`bench` results (results.json or their folders) to fit "
-                                "per-phase correction factors from before planning.")
+        default=(), description="`bench` results (results.json or its folder; repeatable), "
+                                "or the ledger (a .jsonl: its entries for this model and GPU), "
+                                "to fit per-phase correction factors from; the plan uses them "
+                                "and writes calibration.json.")
     replay_requests: int | None = Field(
         default=None, gt=0, description="Requests to replay (default: enough for a steady "
                                         "state).")
     autoscale: bool = Field(
         default=False,
-        description="Give the trtllm topology an `autoscale` section: on Kubernetes Dynamo's "
+        description="Give the trtllm topology an autoscale section: on Kubernetes Dynamo's "
                     "SLA planner then holds the SLA within the planned GPUs.")
+
+    @field_validator("compare_split", mode="before")
+    @classmethod
+    def _split_text(cls, value: object) -> object:
+        """`8:40` as the command line gives it."""
+        if not isinstance(value, str):
+            return value
+        match = SPLIT_PATTERN.fullmatch(value.strip())
+        if not match or 0 in (int(match[1]), int(match[2])):
+            raise ValueError(f"{value!r} is not PREFILL:DECODE GPUs (e.g. 8:40)")
+        return int(match[1]), int(match[2])
 
     @model_validator(mode="after")
     def _check(self) -> PlanRequest:
@@ -130,14 +205,16 @@ class PlanRequest(BaseModel):
             raise ValueError("give `isl` and `osl`, or a `trace`")
         if self.trace is not None and (self.isl is not None or self.osl is not None):
             raise ValueError("`trace` sets the lengths; drop `isl`/`osl`")
+        if self.trace is not None and self.arrival is Arrival.OFFLINE:
+            raise ValueError("`trace` sets the arrivals by its timestamps; drop `arrival`")
         return self
 
     @field_validator("model")
     @classmethod
     def _known(cls, value: str) -> str:
         if find_known_model(value) is None:
-            known = ", ".join(k for k, m in KNOWN_MODELS.items() if m.aiconfigurator_name)
-            raise ValueError(f"unknown model {value!r}; the planner knows {known}")
+            raise ValueError(f"unknown model {value!r}; the planner knows "
+                             + ", ".join(PLANNED_MODELS))
         return value
 
     @property
@@ -172,12 +249,18 @@ class Workload:
     max_osl: int
     rate: float | None
     trace: TraceStats | None
+    arrival: Arrival = Arrival.POISSON
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.arrival is Arrival.OFFLINE
 
     @classmethod
     def of(cls, request: PlanRequest) -> Workload:
         if request.trace is None:
             assert request.isl is not None and request.osl is not None
-            return cls(request.isl, request.osl, request.isl, request.osl, request.rate, None)
+            return cls(request.isl, request.osl, request.isl, request.osl, request.rate, None,
+                       request.arrival)
         stats = read_trace(request.trace, request.trace_block_size)
         rate = request.rate
         if rate is None and request.budget is None:
@@ -202,3 +285,14 @@ def build_request(**values: object) -> PlanRequest:
             message = f"unknown GPU {values.get('gpu')!r}; use one of " + ", ".join(
                 g.value for g in GpuType)
         raise UserInputError(message, key=field) from None
+
+
+def flag_of(field: str) -> str:
+    """The `dis-serve plan` flag of a `PlanRequest` field: `--price` for
+    `price_per_gpu_hour`, `--field-name` where the field says nothing else."""
+    return cli_flag(field).name or "--" + field.replace("_", "-")
+
+
+def cli_flag(field: str) -> CliFlag:
+    info = PlanRequest.model_fields[field]
+    return next((m for m in info.metadata if isinstance(m, CliFlag)), CliFlag())

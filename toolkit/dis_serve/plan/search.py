@@ -178,12 +178,20 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
     seq_len = workload.max_isl + workload.max_osl
     target = model.target
     tps = tensor_parallel_options(model, seq_len, request.gpus_per_node)
+    if request.tp is not None:
+        if request.tp not in tps:
+            raise UserInputError(
+                f"TP{request.tp} is not an option for {target.name} in {target.dtype.value} "
+                f"on {target.gpu_name} with {seq_len}-token sequences (the sizes that are: "
+                + (", ".join(f"TP{t}" for t in tps) or "none") + ")", key="tp",
+                fix="use one of them, or drop `tp`")
+        tps = [request.tp]
     if not tps:
         widest = max(t for t in (1, 2, 4, 8, 16) if t <= request.gpus_per_node)
         raise UserInputError(
             f"{target.name} in {target.dtype.value} does not fit a {target.gpu_name} worker "
             f"even at TP{widest} with one {seq_len}-token sequence",
-            key="--model", fix="use --dtype fp8 or awq, a GPU with more memory, or shorter "
+            key="model", fix="use `dtype` fp8 or awq, a GPU with more memory, or shorter "
                                "sequences")
     decode = decode_curves(model, tps, workload.isl, workload.osl, seq_len)
     fastest_itl = min((c.itl_ms[0], c.tp) for c in decode)
@@ -191,7 +199,7 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
         raise UserInputError(
             f"ITL {sla.itl_ms:g} ms is impossible: the fastest decode step of {target.name} "
             f"on {target.gpu_name} is {fastest_itl[0]:.1f} ms (TP{fastest_itl[1]}, batch 1)",
-            key="--itl-ms", fix=f"use --itl-ms {math.ceil(fastest_itl[0])} or more")
+            key="itl_ms", fix=f"use `itl_ms` {math.ceil(fastest_itl[0])} or more")
     prefill = prefill_worker_options(model, tps, workload.isl, workload.max_isl, sla.ttft_ms)
     if not prefill:
         tp = max(tps)
@@ -200,8 +208,8 @@ def build_space(model: PerfModel, request: PlanRequest, workload: Workload) -> S
         raise UserInputError(
             f"TTFT {sla.ttft_ms:g} ms is impossible: one {workload.isl}-token prefill of "
             f"{target.name} on {target.gpu_name} takes {quickest:.0f} ms at TP{tp}, "
-            f"{floor:.0f} ms with the first decode step", key="--ttft-ms",
-            fix=f"use --ttft-ms {math.ceil(floor * 1.1)} or more")
+            f"{floor:.0f} ms with the first decode step", key="ttft_ms",
+            fix=f"use `ttft_ms` {math.ceil(floor * 1.1)} or more")
     agg = agg_curves(model, tps, workload.isl, workload.osl, seq_len)
     return SearchSpace(model, workload, sla, request.gpus_per_node, prefill, decode, agg, tps)
 
@@ -221,7 +229,8 @@ def _disagg(space: SearchSpace, p: PrefillWorker, prefill_workers: int, d: Decod
     gpus = prefill_workers * p.tp + decode_workers * d.tp
     pred = predict_disagg(p, prefill_workers, d, batch, decode_workers, rate,
                           osl=space.workload.osl,
-                          kv_transfer_ms=space.transfer_ms(p.tp, d.tp, gpus))
+                          kv_transfer_ms=space.transfer_ms(p.tp, d.tp, gpus),
+                          closed_loop=space.workload.closed_loop)
     if pred is None or not space.sla.met_by(pred):
         return None
     pools = (PoolPlan.of(PoolRole.PREFILL, prefill_workers, p.tp, p.batch, p.max_num_tokens),
@@ -232,7 +241,7 @@ def _disagg(space: SearchSpace, p: PrefillWorker, prefill_workers: int, d: Decod
 
 def _agg(space: SearchSpace, curve: AggCurve, batch: int, workers: int,
          rate: float) -> Candidate | None:
-    pred = predict_agg(curve, workers, batch, rate)
+    pred = predict_agg(curve, workers, batch, rate, closed_loop=space.workload.closed_loop)
     if pred is None or not space.sla.met_by(pred):
         return None
     # The step budget holds the prompts plus one token for every request decoding beside

@@ -8,14 +8,15 @@ The verdict between the modes is then taken on what passed."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..topology import Mode, PoolRole
 from .mocker_profile import profile_tables, write_profile
-from .planner import PlanResult, decide
+from .recommend import PlanResult, decide
 from .replay import ReplayResult, replay_plan
-from .request import Objective
+from .request import Objective, Workload
 from .search import (
     BACKOFF_STEP,
     SLA_SHARE,
@@ -33,15 +34,57 @@ HEADROOM_STEPS = tuple(round(1 - i * BACKOFF_STEP, 2) for i in range(MAX_ATTEMPT
 CANDIDATES_TRIED = 3
 
 
+def throughput_shortfall(cand: Candidate, rep: ReplayResult, workload: Workload) -> float:
+    """How far the replay's throughput fell short of the plan's (0: none). A closed loop is
+    held to the planned rate; Poisson arrivals to what the arrival process produced in the
+    window where that was less (its randomness is not the deployment's doing)."""
+    expected = cand.rate if workload.closed_loop else min(cand.rate, rep.arrival_rate)
+    return max(0.0, 1.0 - rep.served_rate / expected) if expected > 0 else 0.0
+
+
+def counting_error(rep: ReplayResult, workload: Workload) -> float:
+    """What a window's throughput can show by chance, as a share (two standard errors):
+    with open arrivals the requests in the system at the window's two ends differ by about
+    sqrt(2 L) (L its mean number in the system) however well the deployment keeps up, so the
+    served count differs from the arrivals by that much; a closed loop holds L fixed."""
+    if workload.closed_loop or rep.window_arrivals <= 0:
+        return 0.0
+    return 2.0 * math.sqrt(2.0 * rep.in_system) / rep.window_arrivals
+
+
+def replay_failure(cand: Candidate, rep: ReplayResult, workload: Workload) -> str | None:
+    """Why a replay fails the plan (None: it holds): too few requests met the SLA, the run
+    never settled into a steady state (latencies so far above the prediction that the
+    requests the planner sized it with did not span them; a trace is replayed as it is, so
+    only a synthetic run is held to this), or it served less than planned by more than one
+    back-off step beyond what its window can resolve. Each fails alike, at a loose SLA too."""
+    if rep.sla_met_share < SLA_SHARE:
+        return (f"met the SLA for {rep.sla_met_share:.0%} of replayed requests, short of the "
+                f"{SLA_SHARE:.0%} it promises")
+    if not rep.steady:
+        if workload.trace is None:
+            return ("never reached a steady state in replay (its latencies outlasted the run "
+                    "sized from the prediction)")
+        return None
+    shortfall, noise = throughput_shortfall(cand, rep, workload), counting_error(rep, workload)
+    if shortfall > BACKOFF_STEP + noise:
+        return (f"served {rep.served_rate:.2f} req/s in replay, {shortfall:.1%} short of the "
+                f"planned {cand.rate:.2f} (more than one {BACKOFF_STEP:.0%} back-off step"
+                + (f" beyond the window's {noise:.1%} counting error)" if noise else ")"))
+    return None
+
+
 @dataclass(frozen=True)
 class Attempt:
     candidate: Candidate
     replay: ReplayResult
     profile: Path
+    failure: str | None = None
+    """Why the replay failed the deployment (`replay_failure`); None: it held."""
 
     @property
     def passed(self) -> bool:
-        return self.replay.sla_met_share >= SLA_SHARE
+        return self.failure is None
 
 
 @dataclass(frozen=True)
@@ -58,7 +101,13 @@ class Verification:
     @property
     def best(self) -> Attempt:
         """What passed, else the attempt that came closest."""
-        return self.passed or max(self.attempts, key=lambda a: a.replay.sla_met_share)
+        return self.passed or max(self.attempts, key=closeness)
+
+
+def closeness(attempt: Attempt) -> tuple[float, float]:
+    """Which failed attempt came closest: the SLA share first, then the throughput kept."""
+    return (min(attempt.replay.sla_met_share, SLA_SHARE),
+            attempt.replay.served_rate / attempt.candidate.rate)
 
 
 def verify_mode(result: PlanResult, mode: Mode, out_dir: Path) -> Verification | None:
@@ -78,7 +127,8 @@ def verify_mode(result: PlanResult, mode: Mode, out_dir: Path) -> Verification |
                                ttft_sla_ms=request.ttft_ms, itl_sla_ms=request.itl_ms,
                                requests=request.replay_requests,
                                gpus_per_node=request.gpus_per_node)
-        attempts.append(Attempt(cand, replayed, profile))
+        attempts.append(Attempt(cand, replayed, profile,
+                                replay_failure(cand, replayed, result.workload)))
         if attempts[-1].passed:
             break
     return Verification(mode, tuple(attempts))

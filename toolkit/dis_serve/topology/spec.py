@@ -7,6 +7,8 @@ imports both, so no module imports another that imports it back).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 
 from pydantic import Field
@@ -63,6 +65,12 @@ class TopologySpec(Strict):
     @property
     def namespace(self) -> str:
         return "dis-serve-" + self.name
+
+    @property
+    def digest(self) -> str:
+        """A short hash of every setting: two runs of the same digest ran the same topology."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def active_pools(self) -> list[tuple[PoolRole, Pool]]:
         return [(role, pool) for role in self.mode.pool_roles

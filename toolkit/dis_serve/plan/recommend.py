@@ -1,4 +1,5 @@
-"""The planning pipeline: request -> performance model -> search -> verdict and savings."""
+"""The recommendation: request -> performance model -> search -> the plan, whether
+disaggregation pays (the verdict) and what it saves against aggregated serving."""
 
 from __future__ import annotations
 
@@ -68,10 +69,11 @@ def make_plan(request: PlanRequest) -> PlanResult:
     model = choose_perf_model(request.target(), request.perf_model)
     if request.perf_model is PerfSource.AICONFIGURATOR and model.source is PerfSource.ROOFLINE:
         raise UserInputError(f"AIConfigurator cannot answer: {model.fallback_reason}",
-                             key="--perf-model", fix="drop --perf-model to use the roofline")
+                             key="perf_model", fix="drop `perf_model` to use the roofline")
     calibration = None
     if request.calibrate:
-        calibration = fit_calibration(model, read_measurements(list(request.calibrate)),
+        calibration = fit_calibration(model, read_measurements(list(request.calibrate),
+                                                               request.target()),
                                       request.gpus_per_node)
         model.calibrate(calibration.prefill, calibration.decode, calibration.kv_transfer or 1.0)
     space = _space(model, request, workload)
@@ -80,7 +82,7 @@ def make_plan(request: PlanRequest) -> PlanResult:
         raise UserInputError(
             f"a budget of {request.budget} GPU(s) cannot hold one {space.model.target.name} "
             f"worker in {request.dtype.value} on {request.gpu.value}: it needs TP{tp}",
-            key="--budget", fix=f"use --budget {tp} or more, or a smaller --dtype (fp8, awq)")
+            key="budget", fix=f"use `budget` {tp} or more, or a smaller `dtype` (fp8, awq)")
     if request.objective is Objective.FEWEST_GPUS:
         assert workload.rate is not None
         found = fewest_gpus(space, workload.rate)
@@ -119,8 +121,8 @@ def _space(model: PerfModel, request: PlanRequest, workload: Workload) -> Search
         # A data gap at one point (a length or batch its tables do not cover) sends the
         # whole plan to the roofline, so one plan never mixes two models.
         if request.perf_model is PerfSource.AICONFIGURATOR:
-            raise UserInputError(str(exc), key="--perf-model",
-                                 fix="drop --perf-model to use the roofline") from None
+            raise UserInputError(str(exc), key="perf_model",
+                                 fix="drop `perf_model` to use the roofline") from None
         fallback = choose_perf_model(request.target(), PerfSource.ROOFLINE, reason=str(exc))
         fallback.calibrate(model.measured.prefill, model.measured.decode,
                            model.kv_transfer_scale)
@@ -135,15 +137,15 @@ def _nothing_fits(space: SearchSpace, request: PlanRequest, workload: Workload) 
             return UserInputError(
                 f"nothing within {request.budget} GPUs meets p90 TTFT {request.ttft_ms:g} ms "
                 f"and ITL {request.itl_ms:g} ms; the smallest deployment that does needs "
-                f"{need.gpus} GPUs ({need.label})", key="--budget",
-                fix=f"use --budget {need.gpus} or more, or relax the SLA")
+                f"{need.gpus} GPUs ({need.label})", key="budget",
+                fix=f"use `budget` {need.gpus} or more, or relax the SLA")
         return UserInputError(
             f"no deployment meets p90 TTFT {request.ttft_ms:g} ms and ITL "
-            f"{request.itl_ms:g} ms for this workload", key="--ttft-ms",
-            fix="relax --ttft-ms / --itl-ms")
+            f"{request.itl_ms:g} ms for this workload", key="ttft_ms",
+            fix="relax `ttft_ms` / `itl_ms`")
     return UserInputError(
         f"{workload.rate:g} requests/s under this SLA needs more than the 4096 GPUs the "
-        "planner considers", key="--rate", fix="lower --rate or split the traffic")
+        "planner considers", key="rate", fix="lower `rate` or split the traffic")
 
 
 def _verdict(request: PlanRequest, disagg: list[Candidate],

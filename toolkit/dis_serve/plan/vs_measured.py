@@ -1,10 +1,13 @@
 """A benchmark of a planned graph against its plan: predicted, replayed and measured in one
-table.
+table, and in the ledger.
 
-`dis-serve plan --emit --mock` writes a mocker graph whose `mocker.profile_data` sits beside
-the plan's `plan.json`; a `bench` of that graph finds the plan there and compares the sweep
-point whose measured throughput is closest to the planned rate with what the plan predicted
-and what Dynamo's replay saw."""
+`dis-serve plan --emit` names the plan's `plan.json` in the emitted topology's header (a
+mocker graph also has it beside its `mocker.profile_data`); after a `bench` of that graph the
+CLI calls `after_bench`, which finds the plan, compares the sweep point whose measured
+throughput is closest to the planned rate with what the plan predicted and what Dynamo's
+replay saw, and appends every point to the ledger (`ledger`). It lives here, not in `bench`,
+because `plan` already reads `bench` results (calibration): `bench` knows nothing of plans,
+so the two packages do not import each other."""
 
 from __future__ import annotations
 
@@ -12,26 +15,29 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..bench.metrics import BenchResult, PointResult
 from ..topology import Topology
-from .metrics import BenchResult, PointResult
+from .emit import PLAN_FILE, plan_file_named_in
+from .ledger import append, entries_for
+from .outcome import PlanOutcome
 
-PLAN_FILE = "plan.json"
 
-
-def plan_of_topology(topology_file: str | None):
-    """The plan a topology was emitted from (None: not a planned mocker graph)."""
-    from ..plan.outcome import PlanOutcome
+def plan_of_topology(topology_file: str | None) -> tuple[PlanOutcome, Path] | None:
+    """The plan a topology was emitted from and its file (None: not a planned graph): named
+    in the emitted file's header, or beside a mocker graph's timing tables."""
     from ..yaml_input import load_model_file
 
     if topology_file is None or not Path(topology_file).is_file():
         return None
-    topo = load_model_file(Topology, Path(topology_file))
-    profile = topo.mocker.profile_data if topo.mocker else None
-    if not profile:
-        return None
-    plan_file = Path(profile).parent / PLAN_FILE
+    plan_file = plan_file_named_in(Path(topology_file))
+    if plan_file is None:
+        topo = load_model_file(Topology, Path(topology_file))
+        profile = topo.mocker.profile_data if topo.mocker else None
+        if not profile:
+            return None
+        plan_file = Path(profile).parent / PLAN_FILE
     try:
-        return PlanOutcome.model_validate_json(plan_file.read_text())
+        return PlanOutcome.model_validate_json(plan_file.read_text()), plan_file
     except (OSError, ValidationError):
         return None
 
@@ -44,9 +50,10 @@ def closest_point(result: BenchResult, rate: float) -> PointResult | None:
 def plan_markdown(result: BenchResult) -> str:
     """The report's section comparing the plan with the measurement ("" when the graph was
     not planned)."""
-    outcome = plan_of_topology(result.topology_file)
-    if outcome is None:
+    planned = plan_of_topology(result.topology_file)
+    if planned is None:
         return ""
+    outcome, _ = planned
     plan = outcome.plan
     point = closest_point(result, plan.requests_per_s)
     if point is None:
@@ -78,3 +85,18 @@ def plan_markdown(result: BenchResult) -> str:
             ("TTFT mean", measured[1], rows[0][1]), ("ITL mean", measured[3], rows[0][3]),
             ("req/s", measured[5], rows[0][5])) if p) + ".", ""]
     return "\n".join(lines)
+
+
+def after_bench(result: BenchResult, report_md: Path) -> int | None:
+    """What a bench of a planned graph adds: the plan-vs-measurement section in its
+    `report.md` and its points in the ledger (how many were new); None when the graph was
+    not planned (the report untouched)."""
+    planned = plan_of_topology(result.topology_file)
+    if planned is None:
+        return None
+    section = plan_markdown(result)
+    if section:
+        with report_md.open("a", encoding="utf-8") as out:
+            out.write(section)
+    outcome, plan_file = planned
+    return append(entries_for(outcome, plan_file, result))

@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..errors import UserInputError
-from .fingerprint import (
+from ..evidence.fingerprint import (
     FINGERPRINT_FILE,
     Fingerprint,
     Scalar,
@@ -124,8 +124,8 @@ def _host(fp: Fingerprint) -> dict[str, Scalar]:
 
 def diff_results(a_dir: Path, b_dir: Path) -> list[ResultRow]:
     """Every metric of every sweep point both benchmark runs share; [] unless both are one."""
-    from ..bench.metrics import METRICS
-    from ..bench.report import read_result
+    from .metrics import METRICS
+    from .report import read_result
 
     if not (a_dir / RESULTS_FILE).is_file() or not (b_dir / RESULTS_FILE).is_file():
         return []

@@ -1,13 +1,29 @@
-"""A plan in words and figures: the title, candidate and replay summaries, and the sentences
-that say how the replay agrees with the prediction (the CLI draws them; no Rich here)."""
+"""The search's candidates and the replay's results as `PlanOutcome`'s models (what
+`plan.json` holds), with the title and the sentences saying how the replay agrees with the
+prediction. Conversion only: the CLI draws the tables (no Rich here)."""
 
 from __future__ import annotations
 
-from .outcome import Deployment, PlannedPool, Replay
-from .planner import PlanResult
+from pathlib import Path
+
+from ..topology import Mode
+from .emit import placement_note
+from .outcome import (
+    Deployment,
+    PerformanceModelInfo,
+    PlannedPool,
+    PlanOutcome,
+    Replay,
+    SavingsInfo,
+    VerificationStep,
+    WorkloadInfo,
+)
+from .pricing import yearly_cost
+from .recommend import PlanResult
 from .replay import ReplayResult
 from .request import Objective
-from .search import SLA_SHARE, Candidate
+from .search import Candidate
+from .verify import Verification
 
 # Where a replayed figure differs from the prediction by more than this, the report names it.
 NOTABLE_GAP = 0.10
@@ -23,8 +39,9 @@ def plan_title(result: PlanResult) -> str:
     req, wl = result.request, result.workload
     goal = (f"{wl.rate:.3g} req/s on the fewest GPUs" if req.objective is Objective.FEWEST_GPUS
             else f"most goodput from {req.budget} GPUs")
-    lengths = f"ISL {wl.isl} / OSL {wl.osl}" + (f" (trace {wl.trace.path.name})"
-                                                if wl.trace else "")
+    lengths = f"ISL {wl.isl} / OSL {wl.osl}" + (
+        f" (trace {wl.trace.path.name})" if wl.trace
+        else " (offline: closed loop)" if wl.closed_loop else "")
     return (f"{req.target().name} on {req.gpu.value} (trtllm, {req.dtype.value}), {lengths}, "
             f"{goal}; SLA: p90 TTFT <= {req.ttft_ms:g} ms, p90 ITL <= {req.itl_ms:g} ms")
 
@@ -43,7 +60,10 @@ def deployment(cand: Candidate) -> Deployment:
         runs_out_first=cand.limit)
 
 
-def replay_summary(name: str, cand: Candidate, rep: ReplayResult) -> Replay:
+def replay_summary(name: str, cand: Candidate, rep: ReplayResult,
+                   failure: str | None) -> Replay:
+    """The outcome's record of one replay; `failure` says why it failed the deployment
+    (`verify.replay_failure`), None when it held."""
     return Replay(
         deployment=name, replayed=rep.replayed, requests=rep.requests,
         measured_requests=rep.measured_requests,
@@ -51,7 +71,7 @@ def replay_summary(name: str, cand: Candidate, rep: ReplayResult) -> Replay:
         ttft_p90_ms=rep.ttft_p90_ms, itl_mean_ms=rep.itl_mean_ms,
         itl_p90_ms=rep.itl_p90_ms, requests_per_s=rep.served_rate,
         output_tokens_per_s=rep.output_tokens_per_s,
-        sla_met_share=rep.sla_met_share, passed=rep.sla_met_share >= SLA_SHARE,
+        sla_met_share=rep.sla_met_share, passed=failure is None, failed_because=failure,
         wall_s=rep.wall_s,
         worst_difference_means=worst_difference(cand, rep),
         worst_difference_p90=worst_difference(cand, rep, tails=True),
@@ -96,3 +116,36 @@ def _agreement(name: str, cand: Candidate, rep: ReplayResult) -> str:
                  "from the replay, which runs them event by event on the same step-time "
                  "tables; where they differ, trust the replay.")
     return text
+
+
+def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Path],
+                 checks: dict[Mode, Verification], emit_refused: str | None) -> PlanOutcome:
+    """Everything `plan.json` holds, from the search's result and what the replay saw."""
+    request, model, savings = result.request, result.model, result.savings
+    steps = [VerificationStep(mode=mode, deployment=a.candidate.label, gpus=a.candidate.gpus,
+                              requests_per_s=a.candidate.rate,
+                              tokens_per_s_per_gpu=a.candidate.tokens_per_s_per_gpu,
+                              sla_met_share=a.replay.sla_met_share,
+                              served_per_s=a.replay.served_rate, passed=a.passed,
+                              failed_because=a.failure)
+             for mode, check in checks.items() for a in check.attempts]
+    return PlanOutcome(
+        request=request, title=plan_title(result),
+        workload=WorkloadInfo(isl=result.workload.isl, osl=result.workload.osl,
+                              rate=result.workload.rate),
+        performance_model=PerformanceModelInfo(source=model.source.value, detail=model.detail,
+                                               fallback_reason=model.fallback_reason),
+        calibration=result.calibration, plan=deployment(result.chosen),
+        plan_yearly_usd=round(yearly_cost(result.chosen.gpus, request.hourly_price)),
+        disaggregation_pays=result.disagg_pays, verdict=result.verdict,
+        savings=None if savings is None else SavingsInfo(
+            gpus=savings.gpus, agg_gpus=savings.agg_gpus, share=round(savings.share, 4),
+            yearly_usd=round(savings.yearly_usd), price_per_gpu_hour=request.hourly_price),
+        top_disaggregated=[deployment(c) for c in result.disagg[:request.top]],
+        top_aggregated=[deployment(c) for c in result.agg[:request.top]],
+        split=None if result.split is None else deployment(result.split),
+        split_gpus=result.split_gpus, replay=replays, verification=steps,
+        emit_refused=emit_refused,
+        placement_note=placement_note(result.chosen, request),
+        planning_seconds=round(result.seconds, 3),
+        files={what: str(path) for what, path in files.items()})

@@ -1,0 +1,152 @@
+"""`dis-serve plan` against NVIDIA's published TensorRT-LLM throughput tables.
+
+The cases are data (`benchmarks/published/trtllm_perf_overview.csv`): model, GPU, TP,
+ISL/OSL and the measured figure as the document prints it, with the document, the commit it
+was read at and the release it reports. Each is planned under the conditions it was measured
+in: offline maximum load (a closed loop, `--arrival offline`), the fixed lengths, FP8
+weights with an FP8 KV cache (ModelOpt's recipe, as the tables were run), the fixed TP on
+exactly one worker's GPUs, and a loose SLA (TTFT 60 s, ITL 1 s) so the SLA does not bind.
+Printed per case: predicted output tokens/s/GPU over measured (the plan, verified in the
+replay), what the replay delivered over measured, and the prediction under Poisson arrivals
+(what the planner said before it had an offline workload); then the summary, for the cases
+held out of development (`held_out`: chosen before any case was run) separately. Nothing is
+fitted to these cases. Writes benchmarks/results/plan_vs_published.json.
+
+    python benchmarks/plan_vs_published.py [--only CASE ...] [--no-replay]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "toolkit"))
+
+CASES_FILE = REPO / "benchmarks" / "published" / "trtllm_perf_overview.csv"
+RESULTS = REPO / "benchmarks" / "results" / "plan_vs_published.json"
+SOURCE_REPO = "NVIDIA/TensorRT-LLM"
+# The target: every case within +-10%, the median |error| within 5%.
+CASE_BAND = 0.10
+MEDIAN_TARGET = 0.05
+# A loose SLA: the published runs measure throughput at maximum load, not latency.
+LOOSE_TTFT_MS = 60000.0
+LOOSE_ITL_MS = 1000.0
+
+
+def measured_per_gpu(case: dict) -> float:
+    """The published figure as output tokens/s per GPU (the v0.17 table prints the whole TP
+    group's output tokens/s: its example run, 182.86 requests/s of 128 output tokens, reports
+    23,406 tokens/s)."""
+    figure = float(case["published_figure"])
+    return figure / int(case["tp"]) if case["published_unit"] == "tokens/s per TP group" else (
+        figure)
+
+
+def load_cases(only: list[str] | None) -> list[dict]:
+    with CASES_FILE.open(newline="") as rows:
+        cases = list(csv.DictReader(rows))
+    return [c for c in cases if not only or c["case"] in only]
+
+
+def request_for(case: dict, arrival: str, replay: bool):
+    from dis_serve.plan.request import build_request
+
+    tp = int(case["tp"])
+    return build_request(
+        model=case["model"], gpu=case["gpu"], isl=int(case["isl"]), osl=int(case["osl"]),
+        budget=tp, tp=tp, ttft_ms=LOOSE_TTFT_MS, itl_ms=LOOSE_ITL_MS, dtype="fp8",
+        kv_cache_dtype="fp8", arrival=arrival, replay=replay)
+
+
+def run_case(case: dict, replay: bool) -> dict:
+    from dis_serve.plan.pipeline import run_plan
+    from dis_serve.plan.recommend import make_plan
+
+    measured = measured_per_gpu(case)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="plan-vs-published-") as work:
+        outcome = run_plan(request_for(case, "offline", replay), Path(work))
+    wall = time.perf_counter() - started
+    poisson = make_plan(request_for(case, "poisson", False)).chosen
+    plan = outcome.plan
+    rep = next((r for r in outcome.replay if r.deployment == "plan"), None)
+    return {
+        "case": case["case"], "held_out": case["held_out"] == "yes",
+        "source": f"{SOURCE_REPO}@{case['commit'][:12]}:{case['document']} ({case['version']})",
+        "measured": measured, "plan": plan.short_label,
+        "predicted": plan.tokens_per_s_per_gpu, "ratio": plan.tokens_per_s_per_gpu / measured,
+        "replayed": rep.output_tokens_per_s / plan.gpus if rep else None,
+        "replay_ratio": rep.output_tokens_per_s / plan.gpus / measured if rep else None,
+        "replay_passed": rep.passed if rep else None,
+        "replay_failed_because": rep.failed_because if rep else None,
+        "poisson_ratio": poisson.tokens_per_s_per_gpu / measured,
+        "performance_model": outcome.performance_model.detail, "wall_s": wall,
+    }
+
+
+def summary(rows: list[dict]) -> dict:
+    errors = [abs(r["ratio"] - 1) for r in rows]
+    ratios = [r["ratio"] for r in rows]
+    return {"cases": len(rows), "median_ratio": statistics.median(ratios),
+            "median_abs_error": statistics.median(errors), "min_ratio": min(ratios),
+            "max_ratio": max(ratios),
+            "within_band": sum(e <= CASE_BAND for e in errors),
+            "poisson_median_ratio": statistics.median(r["poisson_ratio"] for r in rows),
+            "meets_target": all(e <= CASE_BAND for e in errors)
+            and statistics.median(errors) <= MEDIAN_TARGET}
+
+
+def print_table(rows: list[dict]) -> None:
+    print("| case | held out | plan | measured tok/s/GPU | predicted | pred/meas | replayed/meas "
+          "| Poisson pred/meas | replay |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        replay = ("-" if r["replay_passed"] is None else "holds" if r["replay_passed"]
+                  else f"fails: {r['replay_failed_because']}")
+        replayed = "-" if r["replay_ratio"] is None else f"{r['replay_ratio']:.3f}"
+        print(f"| {r['case']} | {'yes' if r['held_out'] else ''} | {r['plan']} | "
+              f"{r['measured']:,.0f} | {r['predicted']:,.0f} | {r['ratio']:.3f} | {replayed} | "
+              f"{r['poisson_ratio']:.3f} | {replay} |")
+
+
+def print_summary(name: str, result: dict) -> None:
+    print(f"{name}: {result['cases']} cases, predicted/measured median "
+          f"{result['median_ratio']:.3f} (range {result['min_ratio']:.3f}-"
+          f"{result['max_ratio']:.3f}), median |error| {result['median_abs_error']:.1%}, "
+          f"{result['within_band']} of {result['cases']} within +-{CASE_BAND:.0%}; under Poisson "
+          f"arrivals the median was {result['poisson_median_ratio']:.3f}; target "
+          f"{'met' if result['meets_target'] else 'NOT met'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="case names from the data file")
+    parser.add_argument("--no-replay", action="store_true", help="skip the verification")
+    args = parser.parse_args()
+    rows = []
+    for case in load_cases(args.only):
+        rows.append(run_case(case, replay=not args.no_replay))
+        print(f"{case['case']}: {rows[-1]['ratio']:.3f} ({rows[-1]['wall_s']:.1f} s)",
+              file=sys.stderr, flush=True)
+    print_table(rows)
+    result = {"all": summary(rows)}
+    for name, part in (("developed on", [r for r in rows if not r["held_out"]]),
+                       ("held out", [r for r in rows if r["held_out"]])):
+        if part:
+            result[name] = summary(part)
+    for name, part in result.items():
+        print_summary(name, part)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"rows": rows, "summary": result}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
