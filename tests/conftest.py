@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import time
 import types
@@ -92,6 +93,36 @@ def wait_until(predicate, timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.05)
     return predicate()
+
+
+def require_netns() -> None:
+    """Skip (fail in CI, which runs as root) where network namespaces with Slurm in them
+    cannot be made here."""
+    from netns_cluster import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the multi-node tests: {reason}")
+        pytest.skip(f"no multi-node test bed: {reason}")
+
+
+@pytest.fixture(scope="module")
+def netns_cluster(tmp_path_factory):
+    """A 3-node Slurm cluster, one network namespace per node (tests/netns_cluster.py), for
+    one test module; torn down (and checked gone) after it, also when a test failed.
+    Skips with the reason where namespaces cannot be made, except in CI, which runs as root
+    and must run these tests."""
+    from netns_cluster import NetnsCluster, leftovers
+
+    require_netns()
+    cluster = NetnsCluster.start(tmp_path_factory.mktemp("netns-slurm"), nodes=3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+    assert leftovers(cluster.tag) == []
+    assert cluster.live_pids() == []
 
 
 class _AisimulateStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):

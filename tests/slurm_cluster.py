@@ -1,8 +1,10 @@
-"""A real single-node Slurm cluster on this machine, for tests and benchmarks.
+"""A real Slurm cluster on this machine, for tests and benchmarks.
 
 Debian's slurm-wlm and munge (the project's install step adds them when it runs as root), a
 generated slurm.conf with its own ports, state and spool directories under a temporary
-directory, and the three daemons: munged with its own key and socket, slurmctld, slurmd.
+directory, and the daemons: munged with its own key and socket, slurmctld, and slurmd. This
+module has the single-node cluster (one slurmd on loopback) and what it shares with the
+multi-node one in `netns_cluster.py` (the config writer, munged, the pid files, stopping):
 `stop()` cancels every job and stops the daemons by the pids they wrote.
 
     with SlurmCluster.start(tmp_dir) as cluster:
@@ -19,8 +21,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import psutil
 
@@ -43,24 +47,41 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _binary(name: str) -> str:
+def binary(name: str) -> str:
     return shutil.which(name) or str(Path("/usr/sbin", name))
 
 
-def _conf(root: Path, host: str) -> str:
+def short_hostname() -> str:
+    # slurmctld accepts only this machine's own short name as SlurmctldHost.
+    return socket.gethostname().split(".")[0]
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    address: str
+
+
+def slurm_conf(root: Path, *, controller_address: str, nodes: Sequence[SlurmNode],
+               ctld_port: int, slurmd_port: int, bind_any: bool) -> str:
+    """slurm.conf for slurmctld on this machine at `controller_address` and one slurmd per
+    node; every path a slurmd writes carries its node name (%n), so several run side by
+    side. `bind_any` False: every daemon (slurmctld too) and srun bind the address the host
+    name resolves to, not every interface (enough on loopback; slurmctld then cannot be
+    reached at any other address)."""
     cpus = os.cpu_count() or 1
+    # Every slurmd sees the whole machine; each may promise all of it (jobs oversubscribe).
     memory_mb = int(psutil.virtual_memory().total / 2**20 * 0.8)
+    names = ",".join(node.name for node in nodes)
     return "\n".join([
         "ClusterName=disserve-test",
-        f"SlurmctldHost={host}(127.0.0.1)",
+        f"SlurmctldHost={short_hostname()}({controller_address})",
         "SlurmUser=root",
         "SlurmdUser=root",
         "AuthType=auth/munge",
         "CredType=cred/munge",
         f"AuthInfo=socket={root}/munge/munge.socket",
-        # Every daemon (slurmctld too) and srun bind the address the host name resolves to,
-        # not every interface.
-        "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny",
+        *([] if bind_any else ["CommunicationParameters=NoCtldInAddrAny,NoInAddrAny"]),
         # linuxproc and task/none need no cgroups, so this runs inside a container.
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
@@ -70,25 +91,28 @@ def _conf(root: Path, host: str) -> str:
         "MpiDefault=none",
         "ReturnToService=2",
         "KillWait=5",
-        f"SlurmctldPort={SLURMCTLD_PORT}",
-        f"SlurmdPort={SLURMD_PORT}",
+        f"SlurmctldPort={ctld_port}",
+        f"SlurmdPort={slurmd_port}",
         f"StateSaveLocation={root}/state",
-        f"SlurmdSpoolDir={root}/spool",
+        f"SlurmdSpoolDir={root}/spool-%n",
         f"SlurmctldPidFile={root}/slurmctld.pid",
-        f"SlurmdPidFile={root}/slurmd.pid",
+        f"SlurmdPidFile={root}/slurmd-%n.pid",
         f"SlurmctldLogFile={root}/log/slurmctld.log",
-        f"SlurmdLogFile={root}/log/slurmd.log",
-        f"NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory_mb} State=UNKNOWN",
-        f"PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP "
+        f"SlurmdLogFile={root}/log/slurmd-%n.log",
+        *(f"NodeName={node.name} NodeAddr={node.address} CPUs={cpus} RealMemory={memory_mb} "
+          "State=UNKNOWN" for node in nodes),
+        f"PartitionName=test Nodes={names} Default=YES MaxTime=INFINITE State=UP "
         "OverSubscribe=FORCE",
         "",
     ])
 
 
 @dataclass
-class SlurmCluster:
+class SlurmDaemons:
+    """munged and slurmctld under `root`, and what a cluster of any size does with them."""
+
     root: Path
-    host: str
+    nodes: tuple[SlurmNode, ...]
 
     @property
     def conf(self) -> Path:
@@ -99,52 +123,57 @@ class SlurmCluster:
         """The environment a client (sbatch, squeue, dis-serve) needs to reach this cluster."""
         return os.environ | {"SLURM_CONF": str(self.conf)}
 
-    @classmethod
-    def start(cls, root: Path, timeout_s: float = 30.0) -> SlurmCluster:
-        host = socket.gethostname().split(".")[0]
-        cluster = cls(root=root, host=host)
-        for sub in ("munge", "state", "spool", "log"):
-            (root / sub).mkdir(parents=True, exist_ok=True)
-        (root / "munge").chmod(0o700)
-        key = root / "munge" / "munge.key"
+    def write_config(self, controller_address: str, ctld_port: int, slurmd_port: int,
+                     bind_any: bool) -> None:
+        for sub in ("munge", "state", "log"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        (self.root / "munge").chmod(0o700)
+        key = self.root / "munge" / "munge.key"
         key.write_bytes(secrets.token_bytes(1024))
         key.chmod(0o400)
-        cluster.conf.write_text(_conf(root, host))
-        try:
-            cluster._run(_binary("munged"), "--force", f"--key-file={key}",
-                         f"--socket={root}/munge/munge.socket",
-                         f"--pid-file={root}/munge/munged.pid",
-                         f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/seed")
-            cluster._run(_binary("slurmctld"), "-f", str(cluster.conf))
-            cluster._run(_binary("slurmd"), "-f", str(cluster.conf))
-            cluster._wait_idle(timeout_s)
-        except BaseException:
-            cluster.stop()
-            raise
-        return cluster
+        self.conf.write_text(slurm_conf(self.root, controller_address=controller_address,
+                                        nodes=self.nodes, ctld_port=ctld_port,
+                                        slurmd_port=slurmd_port, bind_any=bind_any))
 
-    def _run(self, *argv: str) -> None:
+    def start_controller(self) -> None:
+        root = self.root
+        self.run_daemon(binary("munged"), "--force", f"--key-file={root}/munge/munge.key",
+                        f"--socket={root}/munge/munge.socket",
+                        f"--pid-file={root}/munge/munged.pid",
+                        f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/seed")
+        self.run_daemon(binary("slurmctld"), "-f", str(self.conf))
+
+    def run_daemon(self, *argv: str) -> None:
         # Each daemon forks into the background and writes its pid file.
         subprocess.run(argv, env=self.env, check=True, capture_output=True, timeout=30)
 
-    def _wait_idle(self, timeout_s: float) -> None:
+    def wait_idle(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        states: list[str] = []
         while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-o", "%T"], env=self.env, text=True,
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env, text=True,
                                  capture_output=True, check=False).stdout
-            if out.strip() == "idle":
+            states = out.split()
+            if len(states) == len(self.nodes) and set(states) == {"idle"}:
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"Slurm node not idle after {timeout_s:g} s; see {self.root}/log")
+        raise RuntimeError(f"Slurm nodes not idle after {timeout_s:g} s ({states}); see "
+                           f"{self.root}/log")
 
     def pids(self) -> dict[str, int]:
+        """Daemon name (slurmd-<node> per node) -> the pid its pid file names."""
+        files = {"munged": self.root / "munge" / "munged.pid",
+                 "slurmctld": self.root / "slurmctld.pid"}
+        files |= {f"slurmd-{n.name}": self.root / f"slurmd-{n.name}.pid" for n in self.nodes}
         found = {}
-        for name, path in (("munged", self.root / "munge" / "munged.pid"),
-                           ("slurmctld", self.root / "slurmctld.pid"),
-                           ("slurmd", self.root / "slurmd.pid")):
+        for name, path in files.items():
             with contextlib.suppress(OSError, ValueError):
                 found[name] = int(path.read_text().split()[0])
         return found
+
+    def live_pids(self) -> list[int]:
+        """The daemons' pids that still run (zombies excluded)."""
+        return [pid for pid in self.pids().values() if _alive(pid)]
 
     def jobs(self) -> list[str]:
         out = subprocess.run(["squeue", "-h", "-o", "%i"], env=self.env, text=True,
@@ -152,26 +181,56 @@ class SlurmCluster:
         return out.split()
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Cancel every job, then stop slurmd, slurmctld and munged by their pids."""
+        """Cancel every job, then stop every slurmd, slurmctld and munged by their pids."""
         if self.conf.exists() and "slurmctld" in self.pids():
             subprocess.run(["scancel", "--full", "--user", "root"], env=self.env,
                            capture_output=True, check=False, timeout=30)
             deadline = time.monotonic() + timeout_s
             while self.jobs() and time.monotonic() < deadline:
                 time.sleep(0.2)
-        for name in ("slurmd", "slurmctld", "munged"):
-            pid = self.pids().get(name)
-            if pid is not None:
-                _stop_pid(pid, timeout_s)
+        pids = self.pids()
+        order = [name for name in pids if name.startswith("slurmd-")] + ["slurmctld", "munged"]
+        for name in order:
+            if name in pids:
+                stop_pid(pids[name], timeout_s)
 
-    def __enter__(self) -> SlurmCluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def _stop_pid(pid: int, timeout_s: float) -> None:
+@dataclass
+class SlurmCluster(SlurmDaemons):
+    """One slurmd for this machine (node name: its short host name) on 127.0.0.1."""
+
+    @property
+    def host(self) -> str:
+        return self.nodes[0].name
+
+    @classmethod
+    def start(cls, root: Path, timeout_s: float = 30.0) -> SlurmCluster:
+        cluster = cls(root=root, nodes=(SlurmNode(short_hostname(), "127.0.0.1"),))
+        cluster.write_config("127.0.0.1", SLURMCTLD_PORT, SLURMD_PORT, bind_any=False)
+        try:
+            cluster.start_controller()
+            cluster.run_daemon(binary("slurmd"), "-f", str(cluster.conf))
+            cluster.wait_idle(timeout_s)
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def stop_pid(pid: int, timeout_s: float) -> None:
     try:
         proc = psutil.Process(pid)
         proc.send_signal(signal.SIGTERM)

@@ -14,10 +14,7 @@ MAX_FUNCTION_LINES = 60
 
 # Known exceptions; each entry is deleted by the change that fixes it.
 KNOWN_CYCLES: set[frozenset[str]] = set()
-# evidence.fingerprint and evidence.diff import bench while bench.runner imports evidence
-# (came with issue 21's evidence package); the change that breaks it deletes this entry.
-KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = {
-    frozenset({"dis_serve.bench", "dis_serve.evidence"})}
+KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = set()
 KNOWN_LONG_FUNCTIONS: set[str] = set()
 # The one CLI module that may import the others: it registers their command groups.
 CLI_ROOT = "dis_serve.cli.app"

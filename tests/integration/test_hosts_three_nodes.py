@@ -1,0 +1,95 @@
+"""`render --target hosts` on the multi-node test bed: the demo-3node graph placed on three
+named hosts (198.18.0.11-13), each node's generated script started inside its own network
+namespace, as on three machines. Chat completions are served at the head node's address;
+SIGTERM to the scripts leaves no process of the graph in any namespace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import yaml
+
+from conftest import GRAPHS, wait_until
+from dis_serve.launch.model_card import write_model_card
+from dis_serve.render.hosts import render_hosts_files
+from dis_serve.topology import Topology
+from netns_cluster import NetnsCluster
+from relocate import relocate
+
+pytestmark = pytest.mark.integration
+BASE = 18750
+NODES = ("n1", "n2", "n3")
+
+
+def _topology() -> Topology:
+    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()),
+                    "it-hosts3", BASE)
+    data["placement"] = {"hosts": {"nodes": [
+        {"name": name, "address": f"198.18.0.1{k}"} for k, name in enumerate(NODES, 1)]}}
+    return Topology.model_validate(data)
+
+
+def _served(url: str) -> bool:
+    try:
+        ready = httpx.get(f"{url}/v1/models/demo-model/ready", timeout=2, trust_env=False)
+    except httpx.HTTPError:
+        return False
+    return ready.status_code == 200
+
+
+def _graph_processes(cluster: NetnsCluster, node: str, run_dir: Path) -> list[str]:
+    """The node's processes other than its slurmd: what the script started."""
+    found = []
+    for pid in cluster.processes_in(node):
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.name() != "slurmd":
+                found.append(" ".join(proc.cmdline()))
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_cluster,
+                                                                         tmp_path):
+    topo = _topology()
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name, text in render_hosts_files(topo).items():
+        (run_dir / name).write_text(text)
+    write_model_card(run_dir / "model-card", topo.model.resolved_architecture(),
+                     name=topo.model.id)
+    # The scripts call etcd, nats-server and python3 by name, as on a node that has them.
+    env = os.environ | {"DIS_SERVE_RUN_DIR": str(run_dir),
+                        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    scripts = {}
+    for node in NODES:
+        log = (run_dir / f"node-{node}.out").open("wb")
+        scripts[node] = netns_cluster.popen_in(node, ["bash", str(run_dir / f"node-{node}.sh")],
+                                               env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True)
+    endpoint = f"http://198.18.0.11:{BASE}"
+    try:
+        assert wait_until(lambda: _served(endpoint), timeout=90), \
+            (run_dir / "node-n1.out").read_text()[-2000:]
+        reply = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
+                           json={"model": "demo-model", "max_tokens": 8,
+                                 "messages": [{"role": "user", "content": "w3 w4 w5"}]})
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
+        for node in ("n2", "n3"):
+            assert any("dynamo.mocker" in line
+                       for line in _graph_processes(netns_cluster, node, run_dir))
+    finally:
+        for node in ("n3", "n2", "n1"):
+            scripts[node].send_signal(signal.SIGTERM)
+            scripts[node].wait(timeout=30)
+    for node in NODES:
+        assert wait_until(lambda n=node: not _graph_processes(netns_cluster, n, run_dir),
+                          timeout=15), (node, _graph_processes(netns_cluster, node, run_dir))
