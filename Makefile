@@ -27,6 +27,7 @@ system-packages:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null || \
 	  { apt-get update -q >/dev/null && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null; }; \
+	fi
 
 
 # Dynamo's runtime first with the dependencies the frontend, router and mocker really use, then
