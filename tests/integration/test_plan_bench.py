@@ -48,11 +48,8 @@ def test_bench_of_an_emitted_graph_tables_plan_replay_and_measurement_and_ledger
     graph.write_text(yaml.safe_dump(relocate(yaml.safe_load(emitted.read_text()),
                                              "planned-bench", PORT_BASE), sort_keys=False))
     scenario = tmp_path / "short.yaml"
-    # The planned graph accepts 128 + 32 tokens per sequence (--max-model-len 160); the chat
-    # template adds a few tokens to each prompt, so prompts a little under the planned 128
-    # keep every completion at its full 32 tokens (bench rejects a shorter one as invalid).
     scenario.write_text(yaml.safe_dump({
-        "name": "short", "input_tokens": {"mean": 120}, "output_tokens": {"mean": 32},
+        "name": "short", "input_tokens": {"mean": 128}, "output_tokens": {"mean": 32},
         "requests": 8, "concurrency": [1], "sla": {"ttft_ms": 500, "itl_ms": 50}}))
     benched = _cli("bench", graph, "--scenario", scenario, "--out", tmp_path / "bench",
                    ledger=ledger)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dis_serve.errors import UserInputError
-from dis_serve.plan.request import Objective, Workload, build_request
+from dis_serve.plan.request import CHAT_TEMPLATE_TOKENS, Objective, Workload, build_request
 
 
 def ask(**overrides):
@@ -66,7 +66,8 @@ def test_a_trace_gives_mean_lengths_longest_lengths_and_its_arrival_rate(tmp_pat
     ])
     workload = Workload.of(ask(isl=None, osl=None, budget=None, trace=trace))
     assert (workload.isl, workload.osl) == (2000, 200)
-    assert (workload.max_isl, workload.max_osl) == (3000, 300)
+    # The longest prompt, with room for the chat template around it.
+    assert (workload.max_isl, workload.max_osl) == (3000 + CHAT_TEMPLATE_TOKENS, 300)
     assert workload.rate == pytest.approx(2.0)
 
 

@@ -68,6 +68,13 @@ def _print_event(event: SupervisorEvent) -> None:
         console.print(describe(event), markup=False)
 
 
+PrometheusOpt = Annotated[bool, typer.Option(
+    "--prometheus", help="Also start Prometheus (Debian's prometheus) scraping every process; "
+                         "stopped with the graph.")]
+PrometheusPortOpt = Annotated[int, typer.Option(
+    "--prometheus-port", min=1, max=65535, help="Port of that Prometheus.")]
+
+
 def up(
     file: Annotated[Path | None, typer.Argument(
         help="Topology YAML (default: the built-in demo graph).")] = None,
@@ -80,6 +87,8 @@ def up(
     keep_runs: Annotated[int, typer.Option(
         "--keep-runs", help="Earlier runs whose logs and last state are kept in the run "
                             "directory's previous/ (0: none).", min=0)] = 3,
+    prometheus: PrometheusOpt = False,
+    prometheus_port: PrometheusPortOpt = 9090,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
     from ..launch.handle import StartOptions, handle_for
@@ -100,6 +109,8 @@ def up(
         observed = _wait_ready_live(handle)
         ready = True
         _print_ready(observed)
+        if prometheus:
+            _start_prometheus(handle.name, prometheus_port)
         if detach:
             console.print(f"next: dis-serve status {handle.name} | dis-serve logs frontend "
                           f"--name {handle.name} | dis-serve down {handle.name}", markup=False)
@@ -108,20 +119,41 @@ def up(
         last = handle.watch(_print_change)
     except KeyboardInterrupt:
         console.print("stopping...", markup=False)
-        handle.stop()
+        _stop_with_prometheus(handle)
         if not ready:
             raise  # interrupted before it served: exit 130, not a clean stop
         console.print(f"stopped {handle.name}", markup=False)
         return
     except BaseException:
         if not detach:
-            handle.stop()
+            _stop_with_prometheus(handle)
         raise
-    stopped = handle.stop()
+    stopped = _stop_with_prometheus(handle)
     if last.error:
         raise RunError(last.error)
     for line in stopped.lines:
         console.print(line, markup=False)
+
+
+def _start_prometheus(name: str, port: int) -> None:
+    from ..launch.rundir import RunDir
+    from ..observe.prometheus_run import start_prometheus
+
+    record = start_prometheus(RunDir.for_graph(name), port)
+    console.print(f"prometheus: {record.url} (config, Grafana dashboards: "
+                  f"{RunDir.for_graph(name).path / 'observability'})", markup=False)
+
+
+def _stop_with_prometheus(handle: GraphHandle):
+    """Stop the graph, then the Prometheus `up --prometheus` started beside it (if any)."""
+    from ..launch.rundir import RunDir
+    from ..observe.prometheus_run import stop_prometheus
+
+    stopped = handle.stop()
+    line = stop_prometheus(RunDir.for_graph(handle.name))
+    if line:
+        console.print(line, markup=False)
+    return stopped
 
 
 def _wait_ready_live(handle: GraphHandle) -> ObservedGraph:
@@ -233,6 +265,7 @@ def down(
     """Stop a graph: frontend, workers, NATS, etcd; nothing it started keeps running."""
     from ..launch.handle import handle_for_run
     from ..launch.run_lookup import active_runs, find_run
+    from ..observe.prometheus_run import stop_prometheus
 
     if all_graphs:
         runs = active_runs()
@@ -246,6 +279,8 @@ def down(
     for run in runs:
         for line in handle_for_run(run).stop().lines:
             console.print(line, markup=False)
+        if note := stop_prometheus(run):
+            console.print(note, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -73,7 +73,9 @@ def render(
     topo = load_model_file(Topology, file)
     out_dir = out.resolve()
     result = render_target(topo, chosen, out_dir, source=str(file))
-    for path in write_files(result.files, out_dir):
+    files = result.files | (_observability_files(result.files)
+                            if chosen.includes(Target.LOCAL) else {})
+    for path in write_files(files, out_dir):
         console.print(f"wrote {path}", markup=False)
     for warning in result.warnings:
         console.print(f"note: {warning}", markup=False)
@@ -90,6 +92,16 @@ def render(
                       f"{file} with placement: slurm)", markup=False)
     if chosen.includes(Target.LOCAL):
         console.print(f"next: dis-serve up {file}", markup=False)
+
+
+def _observability_files(files: dict[str, str]) -> dict[str, str]:
+    """Prometheus config and Grafana dashboards for the local plan, under local/observability."""
+    from ..observe.prometheus_config import render_observability
+    from ..render.launch_plan import LaunchPlan
+
+    plan = LaunchPlan.model_validate_json(files["local/launch-plan.json"])
+    return {f"local/observability/{path}": text
+            for path, text in render_observability(plan).items()}
 
 
 def schema(

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..coordination.traffic import ROUTER_REGISTERED
-from ..errors import UserInputError
-from ..launch.rundir import RunDir, default_root
+from ..launch.run_lookup import find_run
 from ..topology import PoolRole
 from .frame import GraphLayout, GraphScrape, WorkerTarget
 from .prom_window import Page, parse_page
@@ -24,28 +23,9 @@ def _host_of(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0]
 
 
-def graph_names(root: Path | None = None) -> list[str]:
-    runs = (root or default_root()) / "runs"
-    if not runs.is_dir():
-        return []
-    return sorted(p.name for p in runs.iterdir() if p.is_dir() and RunDir(p).exists())
-
-
 def layout_from_run(name: str | None, root: Path | None = None) -> GraphLayout:
-    """The layout of graph `name` (the only graph there when None) from its run directory."""
-    if name is None:
-        names = graph_names(root)
-        if len(names) != 1:
-            raise UserInputError(
-                f"{len(names)} graphs under {(root or default_root()) / 'runs'}"
-                + (f" ({', '.join(names)})" if names else ""), key="NAME",
-                fix="name the graph (dis-serve top NAME), start one (dis-serve up), or give "
-                    "--url URL of a frontend")
-        name = names[0]
-    run = RunDir.for_graph(name, root)
-    if not run.plan_file.is_file():
-        raise UserInputError(f"no graph {name!r} under {run.path.parent}", key="NAME",
-                             fix="start it with dis-serve up, or give --url URL")
+    """The layout of graph `name` (the only running one when None) from its run directory."""
+    run = find_run(name, root)
     plan, topo, state = run.read_plan(), run.read_topology(), run.read_state()
     host = _host_of(state.endpoint if state else plan.endpoint)
     processes = {p.name: p for p in state.processes} if state else {}
@@ -59,7 +39,7 @@ def layout_from_run(name: str | None, root: Path | None = None) -> GraphLayout:
             ready=observed.ready if observed else None,
             restarts=observed.restarts if observed else None))
     endpoint = (state.endpoint if state else plan.endpoint).rstrip("/")
-    return GraphLayout(name=name, frontend_metrics_url=f"{endpoint}/metrics",
+    return GraphLayout(name=run.name, frontend_metrics_url=f"{endpoint}/metrics",
                        pools=[role for role, _ in topo.active_pools()], workers=workers,
                        batch_capacity={role: pool.max_batch_size
                                        for role, pool in topo.active_pools()})

@@ -26,6 +26,11 @@ from .perf_model import ModelOnGpu, PerfSource
 
 # Mooncake traces hash prompts in blocks of 512 tokens.
 MOONCAKE_BLOCK_TOKENS = 512
+# A chat request's prompt reaches the engine wrapped in the model's chat template (role
+# headers, the assistant turn; a system block where the template adds one), so the graph
+# must accept this many tokens beyond the longest planned prompt: without it a planned
+# 128 + 32-token sequence cut completions of 128-token chat prompts 3 tokens short.
+CHAT_TEMPLATE_TOKENS = 32
 
 
 class Objective(StrEnum):
@@ -246,6 +251,7 @@ class Workload:
     isl: int
     osl: int
     max_isl: int
+    """The longest prompt the graph must accept: the workload's plus CHAT_TEMPLATE_TOKENS."""
     max_osl: int
     rate: float | None
     trace: TraceStats | None
@@ -259,8 +265,8 @@ class Workload:
     def of(cls, request: PlanRequest) -> Workload:
         if request.trace is None:
             assert request.isl is not None and request.osl is not None
-            return cls(request.isl, request.osl, request.isl, request.osl, request.rate, None,
-                       request.arrival)
+            return cls(request.isl, request.osl, request.isl + CHAT_TEMPLATE_TOKENS,
+                       request.osl, request.rate, None, request.arrival)
         stats = read_trace(request.trace, request.trace_block_size)
         rate = request.rate
         if rate is None and request.budget is None:
@@ -268,7 +274,8 @@ class Workload:
                 raise UserInputError("the trace has no timestamps to take a rate from",
                                      source=str(stats.path), fix="add a `rate` or `budget`")
             rate = stats.rate_per_s
-        return cls(stats.mean_isl, stats.mean_osl, stats.max_isl, stats.max_osl, rate, stats)
+        return cls(stats.mean_isl, stats.mean_osl, stats.max_isl + CHAT_TEMPLATE_TOKENS,
+                   stats.max_osl, rate, stats)
 
 
 def build_request(**values: object) -> PlanRequest:
