@@ -21,8 +21,9 @@ from dis_serve.coordination.etcd_view import client as etcd_client
 from dis_serve.coordination.etcd_view import namespace_keys
 from dis_serve.coordination.nats_view import connect
 from dis_serve.launch.graph import start_graph
+from dis_serve.launch.run_lock import lock_holder
 from dis_serve.launch.rundir import RunDir
-from dis_serve.topology import Topology
+from dis_serve.topology import ProcessKind, Topology
 from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
@@ -91,8 +92,10 @@ def _stray_prefill(graph, served_name: str, system_port: int):
     (a typo in one pool's served name): it registers, and the router never attaches it."""
     argv = list(graph.plan.process("prefill-0").argv)
     argv[argv.index("--model-name") + 1] = served_name
-    env = os.environ | graph.plan.process("prefill-0").env | {
-        "DYN_SYSTEM_PORT": str(system_port)}
+    # The plan's environment and the graph's secrets (etcd's client certificate, as PEM
+    # text): a worker without them is refused by the graph's etcd.
+    env = os.environ | graph.plan.process("prefill-0").env | graph.prepared.secrets.env_for(
+        ProcessKind.WORKER) | {"DYN_SYSTEM_PORT": str(system_port)}
     return subprocess.Popen(argv, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -170,7 +173,9 @@ def test_a_crashed_graph_on_shared_etcd_and_nats_is_cleaned_and_nothing_else(tmp
     """Graph A's embedded etcd and NATS are the shared ones; graph B runs on them. The streams
     stand in for what a namespace's components may create (Dynamo 1.6.1 itself creates none
     with the default planes)."""
-    topo_a = _topology("it-doc-shared-a", 18640)
+    # Shared over plain URLs: graph A's planes without TLS (external planes with the owner's
+    # certificates are not wired yet).
+    topo_a = _topology("it-doc-shared-a", 18640, security={"tls": {"mode": "off"}})
     etcd, nats = "http://127.0.0.1:18641", "nats://127.0.0.1:18643"
     home = tmp_path / "home"
     with start_graph(topo_a, run_root=tmp_path / "a"):
@@ -187,9 +192,11 @@ def test_a_crashed_graph_on_shared_etcd_and_nats_is_cleaned_and_nothing_else(tmp
         asyncio.run(_add_stream(nats, "DOC_A", ns_a))
         asyncio.run(_add_stream(nats, "DOC_B", ns_b))
         keys_a = asyncio.run(_keys(etcd, ns_a))
-        # A crash: the supervisor is killed, its children die with it and revoke no lease.
-        state = RunDir.for_graph("it-doc-shared-b", home).read_state()
-        os.kill(state.supervisor_pid, signal.SIGKILL)
+        # A crash: the supervisor and its keeper (which would start another) are killed,
+        # its children die with it and revoke no lease.
+        run_b = RunDir.for_graph("it-doc-shared-b", home)
+        state = run_b.read_state()
+        os.killpg(lock_holder(run_b), signal.SIGKILL)  # the keeper's group holds both
         assert wait_until(lambda: not any(
             psutil.pid_exists(p.pid) and psutil.Process(p.pid).status() != "zombie"
             for p in state.processes if p.pid))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -225,3 +226,78 @@ def test_chaos_exits_1_naming_the_limit_a_fault_broke(tmp_path):
     outcome = yaml.safe_load((tmp_path / "out" / "chaos.json").read_text())
     assert outcome["faults"][0]["recovery_s"] < 10
     assert outcome["failed"] > 0 and outcome["truncated"] == 0
+
+
+def test_a_stopped_nats_makes_the_graph_degraded_and_is_restarted_as_hung(tmp_path, capsys):
+    liveness = {"failures": 2, "period_s": 0.5, "timeout_s": 0.5}
+    with start_graph(_topology("it-nats-stop", 18860, liveness=liveness),
+                     run_root=tmp_path) as graph:
+        nats = graph.status().process("nats")
+        stopped = time.monotonic()
+        os.killpg(nats.pid, signal.SIGSTOP)
+        try:
+            assert wait_until(lambda: (s := graph.status()).phase is GraphPhase.DEGRADED
+                              and any(p.startswith("nats: does not answer") for p in s.problems),
+                              timeout=5)
+            degraded = time.monotonic()
+            assert wait_until(lambda: (p := graph.status().process("nats")).restarts == 1
+                              and p.ready, timeout=15)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # if it was not replaced
+                os.killpg(nats.pid, signal.SIGCONT)
+        assert wait_until(lambda: graph.status().phase is GraphPhase.READY, timeout=15)
+        with capsys.disabled():
+            print(f"\nSIGSTOP nats: degraded after {degraded - stopped:.1f} s, replaced and "
+                  f"ready after {time.monotonic() - stopped:.1f} s")
+        assert wait_until(lambda: _chat(graph), timeout=10)
+        assert all(_chat(graph) for _ in range(5))
+
+
+def test_etcd_restarted_without_its_data_gets_the_workers_registered_again(tmp_path, capsys):
+    with start_graph(_topology("it-etcd-wipe", 18880), run_root=tmp_path) as graph, \
+            _Load(graph) as load:
+        time.sleep(1.0)
+        etcd = graph.status().process("etcd")
+        workers = {p.name: p.restarts for p in graph.status().processes
+                   if p.kind.value == "worker"}
+        hit = time.monotonic()
+        shutil.rmtree(graph.run_dir / "etcd-data")
+        os.killpg(etcd.pid, signal.SIGKILL)
+        assert wait_until(lambda: (s := graph.status()).phase is GraphPhase.READY
+                          and all(s.process(n).restarts > r for n, r in workers.items())
+                          and all(p.ready for p in s.processes), timeout=30)
+        back = time.monotonic()
+        after = len(load.outcomes)
+        time.sleep(2.0)
+        assert all(ok for _, ok in load.outcomes[after:])
+        with capsys.disabled():
+            print(f"\netcd data deleted, etcd killed: ready again after {back - hit:.1f} s, "
+                  f"{load.failed_between(hit, back)} of "
+                  f"{sum(1 for at, _ in load.outcomes if hit <= at <= back)} requests failed")
+
+
+@pytest.mark.parametrize("prefill_workers", [1, 2])
+def test_a_killed_prefill_worker_heals_and_its_unmigrated_requests_are_counted(
+        tmp_path, capsys, prefill_workers):
+    """Dynamo 1.6.1 migrates a request whose decode worker dies, not one whose prefill
+    worker dies (docs/chaos.md, "Why a prefill kill fails requests"): those fail, and the
+    graph must be back, failing none, within 10 s."""
+    topo = _topology("it-prefill-kill", 18920)
+    topo = topo.model_copy(update={"pools": topo.pools.model_copy(update={
+        "prefill": topo.pools.prefill.model_copy(update={"workers": prefill_workers})})})
+    with start_graph(topo, run_root=tmp_path) as graph, _Load(graph) as load:
+        time.sleep(2.0)
+        victim = graph.status().process("prefill-0")
+        hit = time.monotonic()
+        os.killpg(victim.pid, signal.SIGKILL)
+        assert wait_until(lambda: (s := graph.status()).phase is GraphPhase.READY
+                          and s.process("prefill-0").restarts == 1, timeout=10)
+        back = time.monotonic()
+        after = len(load.outcomes)
+        time.sleep(2.0)
+        assert all(ok for _, ok in load.outcomes[after:])
+        during = [ok for at, ok in load.outcomes if hit <= at <= back]
+        with capsys.disabled():
+            print(f"\nprefill-0 SIGKILL ({prefill_workers} prefill workers): ready again "
+                  f"after {back - hit:.1f} s, "
+                  f"{during.count(False)} of {len(during)} requests failed meanwhile")

@@ -8,6 +8,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -140,17 +142,54 @@ def test_a_taken_port_is_refused_before_anything_starts(tmp_path):
     assert _processes_of(RunDir.for_graph("it-port", home).path) == []
 
 
-def test_killing_the_supervisor_takes_every_child_with_it(tmp_path):
+def _chat_ok(endpoint: str, model: str) -> bool:
+    try:
+        return httpx.post(f"{endpoint}/v1/chat/completions", timeout=5, json={
+            "model": model, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "w3"}]}).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_killed_supervisor_of_a_detached_graph_is_replaced_and_serves_within_10_s(
+        tmp_path, capsys):
     home = tmp_path / "home"
     up = _cli(home, "up", str(_topology_file(tmp_path, "it-kill", 18150)), "--detach")
     assert up.returncode == 0, up.stderr
-    state = _state(home, "it-kill")
-    os.kill(state.supervisor_pid, signal.SIGKILL)
-    assert wait_until(lambda: not any(same_process(p.pid or 0, p.create_time)
-                                       for p in state.processes), timeout=10)
-    down = _cli(home, "down", "it-kill")
-    assert down.returncode == 0
-    assert "supervisor had died" in down.stdout
+    first = _state(home, "it-kill")
+    outcomes: list[tuple[float, bool]] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            outcomes.append((time.monotonic(), _chat_ok(first.endpoint, first.model_name)))
+
+    thread = threading.Thread(target=load)
+    thread.start()
+    try:
+        time.sleep(1.0)
+        killed = time.monotonic()
+        os.kill(first.supervisor_pid, signal.SIGKILL)
+        assert wait_until(lambda: (s := RunDir.for_graph("it-kill", home).read_state())
+                          is not None and s.supervisor_pid != first.supervisor_pid
+                          and s.phase is GraphPhase.READY, timeout=10)
+        assert wait_until(lambda: outcomes[-1][1], timeout=10 - (time.monotonic() - killed))
+        back = time.monotonic()
+        status = _cli(home, "status", "it-kill")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "it-kill: ready" in status.stdout
+        failed = sum(1 for at, ok in outcomes if killed <= at <= back and not ok)
+        with capsys.disabled():
+            print(f"\nsupervisor SIGKILL: serving again after {back - killed:.1f} s, "
+                  f"{failed} requests failed meanwhile")
+    finally:
+        stop.set()
+        thread.join()
+        down = _cli(home, "down", "it-kill")
+    assert down.returncode == 0, down.stderr
+    assert "stopped it-kill" in down.stdout
+    assert _processes_of(Path(first.run_dir)) == []
+    assert _state(home, "it-kill").phase is GraphPhase.STOPPED
 
 
 _NOTE_SIGTERM = """

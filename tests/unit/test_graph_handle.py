@@ -78,6 +78,9 @@ def test_a_hosts_topology_is_refused_with_the_render_command(tmp_path):
                                  "restarting it"),
     (events.GaveUp("decode-0", "crashed 5 times", "/l", "  x", 60.0),
      "degraded: decode-0 crashed 5 times; trying it again in 60 s; last lines of /l:\n  x"),
+    (events.RegistrationsLost("decode", "prefill 1/1, decode 0/2", ["decode-0", "decode-1"]),
+     "the router lost decode workers that run and are ready (prefill 1/1, decode 0/2): "
+     "restarting decode-0, decode-1 so they register again"),
 ])
 def test_each_supervisor_event_prints_as_one_line_from_one_place(event, line):
     assert events.describe(event) == line

@@ -139,3 +139,27 @@ def test_status_of_a_failed_graph_exits_1(run_cli, home):
 def test_status_of_a_ready_graph_exits_0(run_cli, home, no_router_view):
     _record(home, alive=True)
     assert run_cli("status", "g1").exit_code == 0
+
+
+def test_up_of_more_workers_than_memory_holds_is_refused_in_one_line(run_cli, tmp_path, home,
+                                                                    monkeypatch):
+    import types
+
+    import yaml
+
+    from dis_serve.launch import preflight
+
+    data = yaml.safe_load((GRAPHS / "demo.yaml").read_text())
+    data["pools"]["decode"]["workers"] = 4096
+    data["hardware"]["nodes"] = 513  # the GPUs the mocker stands in for
+    topo = tmp_path / "wide.yaml"
+    topo.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(preflight.psutil, "virtual_memory",
+                        lambda: types.SimpleNamespace(available=64 * 1024**3))
+    result = run_cli("up", topo, "--detach")
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "4100 processes (4097 mocker workers at about 30 MiB each) need about" in lines[0]
+    assert "64.0 GiB available" in lines[0]
+    assert not RunDir.for_graph("demo", home).state_file.exists()

@@ -11,7 +11,14 @@ import pytest
 from dis_serve.ansi import strip_ansi
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import PreflightError
-from dis_serve.launch.preflight import check_ports, exposure_warnings, find_binary, port_key
+from dis_serve.launch.preflight import (
+    MOCKER_WORKER_USS_MIB,
+    check_memory,
+    check_ports,
+    exposure_warnings,
+    find_binary,
+    port_key,
+)
 from dis_serve.launch.process import create_time, same_process
 from dis_serve.launch.rundir import RunDir, default_root, list_runs
 from dis_serve.launch.status import GraphPhase, GraphStatus
@@ -98,15 +105,15 @@ def test_a_loopback_graph_on_the_nats_event_plane_has_no_exposure_warning():
 
 
 def test_the_zmq_event_plane_is_flagged_for_binding_every_interface():
-    [warning] = exposure_warnings(_demo(coordination__event_plane="zmq"))
+    warning = exposure_warnings(_demo(coordination__event_plane="zmq"))[0]
     assert "0.0.0.0" in warning and "event_plane: nats" in warning
 
 
 def test_a_frontend_on_a_public_address_is_flagged():
     warnings = exposure_warnings(_demo(frontend__host="0.0.0.0",
                                        coordination__event_plane="nats"))
-    assert warnings == ["frontend.host is 0.0.0.0: the OpenAI endpoint is reachable from the "
-                        "network, without authentication"]
+    assert warnings[0] == ("frontend.host is 0.0.0.0: the OpenAI endpoint is reachable from "
+                           "the network, without authentication")
 
 
 def test_follow_yields_only_lines_appended_after_it_started(tmp_path):
@@ -175,3 +182,27 @@ def _status(name: str, started_at: float = 0.0) -> GraphStatus:
                        endpoint="http://127.0.0.1:1", model_name="m", supervisor_pid=1,
                        supervisor_create_time=1.0, phase=GraphPhase.STOPPED,
                        started_at=started_at, processes=[])
+
+
+def _mocker_plan(decode_workers: int):
+    data = load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json")
+    data["pools"]["decode"]["workers"] = decode_workers
+    data["hardware"]["nodes"] = decode_workers // 8 + 1  # the mocker's stand-in GPUs
+    topo = Topology.model_validate(data)
+    return topo, render_launch_plan(topo, RenderContext(run_dir=Path("/run/x")))
+
+
+def test_a_graph_that_does_not_fit_in_memory_is_refused_with_the_numbers():
+    topo, plan = _mocker_plan(4096)
+    with pytest.raises(PreflightError) as refused:
+        check_memory(plan, topo, available_bytes=16 * 1024**3)
+    message = str(refused.value)
+    assert message.startswith(f"demo: 4100 processes (4097 mocker workers at about "
+                              f"{MOCKER_WORKER_USS_MIB} MiB each) need about ")
+    assert "but this machine has 16.0 GiB available" in message
+    assert "pools.<role>.workers" in message and "\n" not in message
+
+
+def test_a_graph_that_fits_in_memory_passes():
+    topo, plan = _mocker_plan(1)
+    check_memory(plan, topo, available_bytes=16 * 1024**3)

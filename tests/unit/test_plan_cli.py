@@ -163,3 +163,12 @@ def test_prefill_workers_are_packed_beside_decode_workers_on_whole_nodes():
     room = sum((8 - tp_d * sum(w[0] // 8 == n for w in layout.gpu_ids[PoolRole.DECODE])) // tp_p
                for n in decode_nodes)
     assert beside == min(room, plan.pool(PoolRole.PREFILL).workers)
+
+
+def test_a_weight_format_without_a_published_checkpoint_is_refused_before_planning(
+        run_cli, tmp_path):
+    result = run_cli("plan", "--model", "qwen3-32b", "--dtype", "fp8", "--isl", "2000",
+                     "--osl", "200", "--rate", "4", "--ttft-ms", "1000", "--itl-ms", "50",
+                     "--out", tmp_path)
+    assert_one_line_error(result, "no fp8 checkpoint of Qwen/Qwen3-32B", "--dtype one of bf16")
+    assert not (tmp_path / "plan.json").exists()

@@ -1,7 +1,9 @@
 """Is a process ready, and does the router see every worker? Probes, nothing else.
 
 Signals (read from Dynamo 1.6.1's behaviour):
-- etcd: `GET /health` answers 200. NATS: its client port accepts a connection.
+- etcd: `GET /health` answers 200. NATS: its client port accepts a connection and sends
+  its `INFO {...}` line (a stopped or hung NATS still has the kernel accept connections
+  into its backlog: the accept alone proves nothing).
 - a worker: its system port's `GET /health` answers 200 with `"status": "ready"`. Dynamo
   1.6.1 reports "notready" forever unless `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS` names the
   endpoints whose registration makes it ready; the launch plan sets it for every worker.
@@ -40,6 +42,22 @@ def tcp_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> boo
         return False
 
 
+def nats_answers(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    """NATS greets every client with one `INFO {json}` line before anything else."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            greeting = b""
+            while b"\r\n" not in greeting and len(greeting) < 65536:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return False
+                greeting += chunk
+            return greeting.startswith(b"INFO ")
+    except OSError:
+        return False
+
+
 def _get_json(client: httpx.Client, url: str) -> tuple[int, object]:
     """Status code and JSON body (None if not JSON); (0, None) when nothing answers."""
     import httpx
@@ -71,7 +89,12 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> 
     probe = spec.readiness
     if probe.kind is ProbeKind.TCP:
         assert probe.port is not None
-        accepts = tcp_accepts(probe.port, probe.host or "127.0.0.1")
+        host = probe.host or "127.0.0.1"
+        if spec.kind is ProcessKind.NATS:
+            timeout = client.timeout.read or PROBE_TIMEOUT_S
+            accepts = nats_answers(probe.port, host, timeout)
+        else:
+            accepts = tcp_accepts(probe.port, host)
         return Probe(answered=accepts, ready=accepts)
     assert probe.url is not None
     if spec.kind is ProcessKind.FRONTEND:
@@ -100,6 +123,7 @@ class RouterView:
 
     seen: dict[str, int]
     expected: dict[str, int]
+    answered: bool = True  # False: the frontend did not answer (seen is then empty)
 
     @property
     def complete(self) -> bool:
@@ -132,4 +156,4 @@ def router_view(client: httpx.Client, plan: LaunchPlan,
         ns = body.get("namespaces", {}).get(plan.namespace, {})
         types = ns.get("worker_types", {}) if isinstance(ns, dict) else {}
         seen = {t: int(v.get("workers", 0)) for t, v in types.items() if isinstance(v, dict)}
-    return RouterView(seen=seen, expected=expected)
+    return RouterView(seen=seen, expected=expected, answered=isinstance(body, dict))

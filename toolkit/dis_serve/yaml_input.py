@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import UserInputError
+from .input_file import require_regular_file
 
 MAX_BYTES = 1024 * 1024
 # PyYAML composes nested collections recursively: thousands of `[` end in a RecursionError.
@@ -110,9 +111,8 @@ def load_yaml_text(text: str, source: str) -> Any:
 
 def read_yaml_file(path: Path) -> Any:
     source = str(path)
-    if not path.is_file():
-        raise UserInputError("file not found", source=source, fix="check the path")
-    if path.stat().st_size > MAX_BYTES:
+    size = require_regular_file(path)
+    if size > MAX_BYTES:
         raise UserInputError(f"file is over {MAX_BYTES // 1024} KiB", source=source,
                              fix="a topology is a few hundred lines at most")
     try:

@@ -149,7 +149,7 @@ def run_aiperf(argv: Sequence[str], artifact_dir: Path, *, timeout_s: float,
     (after stopping AIPerf) when it outlives `timeout_s`; stops it and re-raises on
     KeyboardInterrupt.
     """
-    artifact_dir.mkdir(parents=True, exist_ok=True)
+    artifact_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = artifact_dir / LOG_FILE
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     # HF_HUB_OFFLINE must not reach AIPerf 0.13: offline, it looks even a local tokenizer
@@ -159,13 +159,14 @@ def run_aiperf(argv: Sequence[str], artifact_dir: Path, *, timeout_s: float,
     env = inherited | {"NO_COLOR": "1", "TERM": "dumb", "PYTHONUNBUFFERED": "1"} | (
         extra_env or {})
     start = time.monotonic()
-    with log_path.open("w", encoding="utf-8") as log:
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as log:
         # Its own session (so stopping it reaches every service), and dead with us: if
         # `bench` is SIGKILLed the kernel kills the controller, whose services AIPerf
         # already ties to it the same way.
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                                preexec_fn=parent_death_preexec(),
+                                preexec_fn=parent_death_preexec(), umask=0o077,
                                 text=True, encoding="utf-8", errors="replace")
         reader = threading.Thread(target=_pump, args=(proc, log, tail, on_phase), daemon=True)
         reader.start()

@@ -44,10 +44,22 @@ def default_out_dir(topology_name: str, scenario: Scenario) -> Path:
     return default_root() / "bench" / f"{topology_name}-{scenario.name}"
 
 
+def check_trace_fits_model(topo: Topology, scenario: Scenario) -> None:
+    """A trace's requests must fit the model the graph serves: refused before AIPerf runs."""
+    if scenario.trace is None:
+        return
+    from ..mooncake_trace import check_trace, check_trace_fits
+
+    rows = check_trace(scenario.trace.file)
+    check_trace_fits(rows, scenario.trace.file, max_input_tokens=topo.model.max_input_tokens,
+                     max_output_tokens=topo.model.max_output_tokens)
+
+
 def bench_running(topo: Topology, scenario: Scenario, out_dir: Path, *, url: str,
                   topology_file: Path | None, tokenizer: str | None = None,
                   observer: SweepObserver | None = None) -> BenchRun:
     """Sweep a graph that is already running at `url`."""
+    check_trace_fits_model(topo, scenario)
     if scenario.reset_prefix_cache:
         raise UserInputError(
             "reset_prefix_cache restarts the workers, which needs dis-serve to own the graph",
@@ -69,6 +81,7 @@ def bench_topology(topo: Topology, scenario: Scenario, out_dir: Path, *,
                    on_event: Callable[[str], None] | None = None,
                    run_root: Path | None = None) -> BenchRun:
     """Bring the graph up, sweep it, bring it down (whatever happens in between)."""
+    check_trace_fits_model(topo, scenario)
     say = on_event or (lambda text: None)
     record_fingerprint(out_dir, "bench", {"topology": (topo, topology_file)}, scenario)
     graph = _OwnedGraph(topo, run_root, say)

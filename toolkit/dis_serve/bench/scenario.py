@@ -322,7 +322,7 @@ class Scenario(_Strict):
 
 def load_scenario(path: Path) -> Scenario:
     """The scenario in `path`, its trace (if any) located relative to the file and checked."""
-    from ..errors import UserInputError
+    from ..mooncake_trace import check_trace
     from ..yaml_input import load_model_file
 
     scenario = load_model_file(Scenario, path)
@@ -331,9 +331,6 @@ def load_scenario(path: Path) -> Scenario:
     trace_file = scenario.trace.file
     if not trace_file.is_absolute():
         trace_file = (path.parent / trace_file).resolve()
-    if not trace_file.is_file():
-        raise UserInputError(f"{trace_file} is not a file", source=str(path), key="trace.file",
-                             fix="give the path of a Mooncake-style JSONL trace (e.g. "
-                                 "benchmarks/traces/sample-mooncake.jsonl)")
+    check_trace(trace_file, source=str(path))
     trace = scenario.trace.model_copy(update={"file": trace_file})
     return scenario.model_copy(update={"trace": trace})

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import gc
 import inspect
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 EXIT_INTERRUPTED = 130
+PRIVATE_UMASK = 0o077
 
 
 def build_app():  # -> typer.Typer
@@ -42,6 +44,10 @@ def build_app():  # -> typer.Typer
     def _root(debug: bool = typer.Option(False, "--debug",
                                          help="Show tracebacks on errors.")) -> None:
         """`--debug` is read from argv by `main`, before any command runs."""
+        # Everything a command writes (run directories, bench and chaos output, rendered
+        # files, what AIPerf and the graph's processes write) is its user's alone: logs hold
+        # prompts, state holds pids. One umask here instead of a mode at every open.
+        os.umask(PRIVATE_UMASK)
 
     for group in (topology_cmds, launch_cmds, doctor_cmds, bench_cmds, chaos_cmds, plan_cmds,
                   observe_cmds):

@@ -94,10 +94,10 @@ def up(
     from ..launch.handle import StartOptions, handle_for
 
     handle = handle_for(_load(file))
-    if not detach:
-        # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
-        # closed terminal (SIGHUP).
-        interrupt_on_termination()
+    # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
+    # closed terminal (SIGHUP). Detached too: until it has handed the graph to its
+    # supervisor, this process is what `down` stops.
+    interrupt_on_termination()
     report = handle.start(StartOptions(detach=detach, ready_timeout_s=timeout,
                                        keep_runs=keep_runs, on_event=_print_event))
     for note in report.notes:

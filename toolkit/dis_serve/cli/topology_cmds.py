@@ -35,6 +35,11 @@ def validate(
                 console.print(f"warning: {warning}", markup=False)
         if topo.placement.kind.multi_node:
             _print_placement(topo)
+        # The same warnings `up` prints, before anyone starts the graph.
+        from ..launch.preflight import exposure_warnings
+
+        for warning in exposure_warnings(topo):
+            console.print(f"warning: {warning}", markup=False)
 
 
 def _print_placement(topo) -> None:  # Topology

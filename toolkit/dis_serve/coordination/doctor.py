@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..security.pki_files import PkiPaths
 from ..topology import PoolRole
 from . import findings as rules
 from .etcd_view import read_etcd
@@ -28,6 +29,9 @@ class DoctorTarget:
     namespace: str
     etcd_url: str
     nats_url: str | None = None
+    nats_token: str | None = field(default=None, repr=False)  # our graph's, from its auth
+    etcd_tls: PkiPaths | None = None  # our graph's certificates, when its etcd is ours
+    nats_tls: PkiPaths | None = None
     frontend_metrics: str | None = None
     worker_metrics: list[str] = field(default_factory=list)
     expected: Expectations | None = None
@@ -87,7 +91,8 @@ def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:
 
 async def _read_planes(target: DoctorTarget, window_s: float) -> tuple[EtcdView,
                                                                         NatsView | None]:
+    etcd = read_etcd(target.etcd_url, target.namespace, target.etcd_tls)
     if target.nats_url is None:
-        return await read_etcd(target.etcd_url, target.namespace), None
-    return await asyncio.gather(read_etcd(target.etcd_url, target.namespace),
-                                read_nats(target.nats_url, target.namespace, window_s))
+        return await etcd, None
+    return await asyncio.gather(etcd, read_nats(target.nats_url, target.namespace, window_s,
+                                                target.nats_token, target.nats_tls))

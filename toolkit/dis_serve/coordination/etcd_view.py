@@ -7,10 +7,12 @@ functions, so `dis-serve --help` and `validate` never load gRPC.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..errors import UserInputError
+from ..security.pki_files import PkiPaths
 from .dynamo_layout import (
     InstanceKey,
     kv_events_transport,
@@ -37,11 +39,47 @@ def host_port(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port or 2379
 
 
-def client(url: str) -> aetcd.Client:
+def client(url: str, tls: PkiPaths | None = None) -> aetcd.Client:
+    """An etcd client; with `tls`, over mutual TLS with the graph's client certificate."""
     import aetcd
 
     host, port = host_port(url)
-    return aetcd.Client(host=host, port=port, timeout=TIMEOUT_S)
+    if tls is None:
+        return aetcd.Client(host=host, port=port, timeout=TIMEOUT_S)
+    return _tls_client_class()(host=host, port=port, timeout=TIMEOUT_S, tls=tls)
+
+
+def _tls_client_class() -> type[aetcd.Client]:
+    import aetcd
+    import grpc
+    from aetcd import rpc, watcher
+
+    class TlsClient(aetcd.Client):
+        """aetcd 1.0.0 opens only plain channels: this one opens a TLS channel and builds
+        the stubs its methods use on it."""
+
+        def __init__(self, *, tls: PkiPaths, **kwargs) -> None:
+            super().__init__(**kwargs)
+            self._tls = tls
+
+        async def connect(self) -> None:
+            if self._connected.is_set():
+                return
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=Path(self._tls.ca_cert).read_bytes(),
+                private_key=Path(self._tls.client_key).read_bytes(),
+                certificate_chain=Path(self._tls.client_cert).read_bytes())
+            self.channel = rpc.secure_channel(f"{self._host}:{self._port}", credentials,
+                                              options=self._options.items())
+            self.kvstub = rpc.KVStub(self.channel)
+            self.clusterstub = rpc.ClusterStub(self.channel)
+            self.leasestub = rpc.LeaseStub(self.channel)
+            self.maintenancestub = rpc.MaintenanceStub(self.channel)
+            self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout,
+                                            metadata=self.metadata)
+            self._connected.set()
+
+    return TlsClient
 
 
 async def namespace_keys(etcd: aetcd.Client, namespace: str) -> list[tuple[str, bytes, int]]:
@@ -62,10 +100,10 @@ async def _lease_ttls(etcd: aetcd.Client, leases: set[int]) -> dict[int, tuple[i
     return {lease: (granted, left) for lease, granted, left in answers if left >= 0}
 
 
-async def read_etcd(url: str, namespace: str) -> EtcdView:
+async def read_etcd(url: str, namespace: str, tls: PkiPaths | None = None) -> EtcdView:
     """The namespace's registrations with their leases; the error, if etcd cannot be read."""
     try:
-        async with client(url) as etcd:
+        async with client(url, tls) as etcd:
             keys = await namespace_keys(etcd, namespace)
             instances = [inst for key, value, lease in keys
                          if (inst := parse_instance(key, value, lease, namespace))]

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from ..security.pki_files import PkiPaths
 from .dynamo_layout import KV_EVENTS_TOPIC, envelope_publisher, owns_stream, subject_prefix
 from .observed import NatsView, StreamView
 
@@ -17,7 +19,16 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 2.0
 
 
-async def connect(url: str) -> Client:
+def tls_context(tls: PkiPaths) -> ssl.SSLContext:
+    """Verify the server against the graph's CA; present the graph's client certificate."""
+    context = ssl.create_default_context(cafile=tls.ca_cert)
+    context.load_cert_chain(tls.client_cert, tls.client_key)
+    return context
+
+
+async def connect(url: str, token: str | None = None, tls: PkiPaths | None = None) -> Client:
+    """A NATS connection; `token` for a server with token authentication, `tls` for one
+    that asks for the graph's client certificate."""
     import nats
 
     async def quiet(_exc: Exception) -> None:  # nats-py prints errors unless given a callback
@@ -27,7 +38,8 @@ async def connect(url: str) -> Client:
     # (measured); one attempt and no wait ends it with NoServersError at once.
     return await asyncio.wait_for(
         nats.connect(url, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False,
-                     max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet),
+                     max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet,
+                     token=token, tls=tls_context(tls) if tls else None),
         timeout=2 * CONNECT_TIMEOUT_S)
 
 
@@ -72,9 +84,10 @@ async def _listen(nc: Client, namespace: str, window_s: float) -> tuple[Counter,
     return subjects, publishers
 
 
-async def read_nats(url: str, namespace: str, window_s: float) -> NatsView:
+async def read_nats(url: str, namespace: str, window_s: float,
+                    token: str | None = None, tls: PkiPaths | None = None) -> NatsView:
     try:
-        nc = await connect(url)
+        nc = await connect(url, token, tls)
     except Exception as exc:  # nats-py raises several unrelated types for a refused connect
         return NatsView(url=url, error=f"{type(exc).__name__}: {exc}"[:200])
     try:

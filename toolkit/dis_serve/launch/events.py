@@ -54,6 +54,16 @@ class GaveUp:
 
 
 @dataclass(frozen=True)
+class RegistrationsLost:
+    """The router saw fewer workers of a type than run and answer ready for longer than the
+    grace: those workers are restarted so they register again."""
+
+    worker_type: str
+    router: str
+    processes: list[str]
+
+
+@dataclass(frozen=True)
 class Retrying:
     """A given-up process gets another try on the slow clock."""
 
@@ -72,7 +82,7 @@ class StateWritten:
 
 
 SupervisorEvent = (Ready | Failed | Restarting | Restarted | Hung | GaveUp | Retrying
-                   | StateWriteFailing | StateWritten)
+                   | RegistrationsLost | StateWriteFailing | StateWritten)
 
 
 def describe(event: SupervisorEvent) -> str:
@@ -95,6 +105,9 @@ def describe(event: SupervisorEvent) -> str:
                     f"{log_tail}")
         case Retrying(process):
             return f"{process}: trying again after giving up"
+        case RegistrationsLost(worker_type, router, processes):
+            return (f"the router lost {worker_type} workers that run and are ready "
+                    f"({router}): restarting {', '.join(processes)} so they register again")
         case StateWriteFailing(path, error):
             return f"cannot write {path} ({error}); supervising on and retrying"
         case StateWritten(path):

@@ -17,22 +17,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic_file import write_atomic
 from ..errors import RunError
-from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
+from ..render.dynamo_argv import LOOPBACK
+from ..render.launch_plan import (
+    NATS_CONFIG,
+    LaunchPlan,
+    RenderContext,
+    nats_config,
+    render_launch_plan,
+)
+from ..render.tls_planes import graph_pki_paths
+from ..security.pki_files import TLS_DIR
 from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
+from ..topology.security import TlsMode
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
+from .port_claims import claim_ports
 from .preflight import (
     check_backend,
+    check_memory,
     check_placement,
     check_ports,
     exposure_warnings,
     find_binaries,
 )
+from .run_lock import RunLock
 from .run_lookup import claim
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
+from .secrets import GraphSecrets, graph_secrets, nats_token
 from .status import GraphStatus
 from .supervisor import Supervisor
 
@@ -48,21 +63,39 @@ class PreparedRun:
     plan: LaunchPlan
     cleaned: list[Leftover] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Kept in memory only (launch/secrets.py): never written with the plan.
+    secrets: GraphSecrets = field(default_factory=GraphSecrets, repr=False)
+    # Held until everything this run started has stopped (run_lock.py).
+    lock: RunLock | None = None
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
                 keep_runs: int = DEFAULT_KEEP_RUNS) -> PreparedRun:
-    """Everything before the first process starts: claim the run directory (stopping what a
-    dead supervisor left), preflight, render, keep the last `keep_runs` runs' logs, write the
-    model card and engine configs."""
+    """Everything before the first process starts: lock the graph's name, claim the run
+    directory (stopping what a dead supervisor left) and the ports, preflight, render, keep
+    the last `keep_runs` runs' logs, write the model card and engine configs. The caller
+    owns the returned lock (released here if anything fails)."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
+    nats_token(topo.coordination.nats.auth)  # a missing token stops us before anything else
+    lock = RunLock.acquire(run_dir)
+    try:
+        return _prepare_locked(topo, run_dir, lock, keep_runs)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
+                    keep_runs: int) -> PreparedRun:
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
     plan = render_launch_plan(topo, RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
         nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+    check_memory(plan, topo)
+    claim_ports(plan, lock)
     check_ports(plan, topo)
     if topo.coordination.uses_external_planes:
         from ..coordination.shared_planes import check_shared
@@ -75,9 +108,28 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     run_dir.slurm_job_file.unlink(missing_ok=True)
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
+    write_coordination_inputs(topo, run_dir)
     run_dir.write_launch_inputs(topo, plan)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
-                       warnings=exposure_warnings(topo))
+                       warnings=exposure_warnings(topo),
+                       secrets=graph_secrets(topo, run_dir.path.resolve()),
+                       lock=lock)
+
+
+def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
+    """What the planes read from the run directory: a new CA and certificates for this run
+    (`security.tls: auto`), and the embedded NATS server's config (TLS, token: the token
+    itself stays in its environment)."""
+    path = run_dir.path.resolve()
+    if topo.security.tls.mode is TlsMode.AUTO:
+        from ..security.certs import issue_graph_pki, write_pki
+
+        write_pki(issue_graph_pki(topo.name, [LOOPBACK],
+                                  validity_days=topo.security.tls.validity_days),
+                  path / TLS_DIR)
+    config = nats_config(topo, graph_pki_paths(topo.security, path))
+    if config is not None:
+        write_atomic(path / NATS_CONFIG, config, 0o600)
 
 
 def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -> None:
@@ -157,6 +209,8 @@ class RunningGraph:
         self.supervisor.request_stop()
         self.supervisor.finished.wait()
         self._thread.join()
+        if self.prepared.lock is not None:
+            self.prepared.lock.release()
         atexit.unregister(self.stop)
 
     def __enter__(self) -> RunningGraph:
@@ -172,10 +226,11 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
                  keep_runs: int = DEFAULT_KEEP_RUNS) -> RunningGraph:
     """Prepare and start the graph; return at once (see `RunningGraph.wait_ready`). The
     readiness budget defaults to the workers' startup budget for the backend and model."""
-    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
+    prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
     supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            on_event=on_event)
+                            on_event=on_event,
+                            secrets=prepared.secrets)
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",

@@ -22,6 +22,7 @@ from .observed import (
 )
 from .orphans import Leftover, kill_leftovers
 from .process import same_process
+from .run_lock import lock_holder
 from .run_lookup import supervisor_alive
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState
@@ -123,6 +124,12 @@ class LocalHandle:
                            alive=not self._graph.supervisor.finished.is_set())
         state = self._run.read_state()
         if state is None:
+            holder = lock_holder(self._run)
+            if holder is not None:  # preparing: nothing started, nothing recorded yet
+                return ObservedGraph(
+                    name=self.name, placement=PlacementKind.LOCAL, phase=GraphPhase.STARTING,
+                    run_dir=str(self._run.path), model_name="", processes=[],
+                    supervisor=f"up pid {holder}, preparing", supervisor_alive=True)
             raise UserInputError(f"graph {self.name!r} has no recorded state in "
                                  f"{self._run.path}", fix="start it with `dis-serve up`")
         return observe(state, alive=supervisor_alive(state), check_pids=True)
@@ -222,16 +229,28 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
     """Ask the graph's supervisor to stop it (SIGTERM) and wait; clean up whatever remains
     (everything, when the supervisor is gone)."""
     status = run.read_state()
-    if status is None:
+    # Whoever holds the graph's lock owns it, also while it starts and has no state yet.
+    holder = lock_holder(run)
+    if status is None and holder is None:
         return StopResult(name=run.name, had_supervisor=False)
     waited = None
-    alive = supervisor_alive(status)
+    alive = holder is not None or (status is not None and supervisor_alive(status))
     if alive:
         start = time.monotonic()
-        # Not its group: a supervisor in the foreground shares the shell's. If it must be
-        # killed, its children die with it (PR_SET_PDEATHSIG); the sweep below gets the rest.
-        stop_processes([status.supervisor_pid], timeout_s, groups=False)
+        # The lock's holder (an `up` still preparing, a foreground `up`, a detached graph's
+        # keeper) and the supervisor (the keeper's child): each stops what it owns on
+        # SIGTERM. Not their groups: a supervisor in the foreground shares the shell's. If
+        # one must be killed, its children die with it (PR_SET_PDEATHSIG); the sweep below
+        # gets the rest.
+        owners = {pid for pid in (holder, status.supervisor_pid if status is not None
+                                  and supervisor_alive(status) else None)
+                  if pid is not None and pid > 0}
+        stop_processes(sorted(owners), timeout_s, groups=False)
+        _wait_unlocked(run, timeout_s)
         waited = time.monotonic() - start
+        status = run.read_state() or status  # it may have been written meanwhile
+    if status is None:
+        return StopResult(name=run.name, had_supervisor=True, supervisor_exit_s=waited)
     found = kill_leftovers(status)
     stale = not alive and not status.phase.finished
     if stale:
@@ -242,6 +261,14 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
     return StopResult(name=status.name, had_supervisor=alive, stale=stale,
                       supervisor_exit_s=waited, leftovers=found, shared_keys_deleted=keys,
                       shared_streams_deleted=streams)
+
+
+def _wait_unlocked(run: RunDir, timeout_s: float) -> None:
+    """Until the lock is free: the owner stopped and, for a detached `up` interrupted
+    before it forked, the process it handed the lock to as well."""
+    deadline = time.monotonic() + timeout_s
+    while lock_holder(run) is not None and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 def _clean_shared_planes(run: RunDir) -> tuple[int, list[str]]:

@@ -68,9 +68,12 @@ def same_process(pid: int, recorded_create_time: float | None) -> bool:
 class ChildProcess:
     """A process from the launch plan, started and stopped by the supervisor."""
 
-    def __init__(self, spec: ProcessSpec, log_path: Path) -> None:
+    def __init__(self, spec: ProcessSpec, log_path: Path,
+                 secret_env: dict[str, str] | None = None) -> None:
         self.spec = spec
         self.log_path = log_path
+        # Secrets (launch/secrets.py) reach the child through its environment only.
+        self.secret_env = dict(secret_env or {})
         self.popen: subprocess.Popen[bytes] | None = None
         self.create_time: float | None = None
         self.started_at: float | None = None
@@ -84,7 +87,7 @@ class ChildProcess:
         return self.popen.pid if self.popen else None
 
     def start(self) -> None:
-        env = os.environ | self.spec.env
+        env = os.environ | self.spec.env | self.secret_env
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as log:

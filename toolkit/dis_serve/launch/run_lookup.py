@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..errors import PreflightError, UserInputError
 from .orphans import Leftover, kill_leftovers, leftovers
 from .process import same_process
+from .run_lock import lock_holder
 from .rundir import RunDir, default_root, list_runs
 from .slurm_jobs import job_state, read_job
 from .status import GraphStatus
@@ -30,6 +31,8 @@ def is_active(run: RunDir) -> bool:
             return job_state(job.job_id).active
         except PreflightError:  # no squeue here: nothing can tell
             return False
+    if lock_holder(run) is not None:
+        return True  # starting (no state written yet) or running
     status = run.read_state()
     if status is None:
         return False
@@ -46,7 +49,7 @@ def find_run(name: str | None, root: Path | None = None, *, active_only: bool = 
     where = root or default_root()
     if name is not None:
         run = RunDir.for_graph(name, root)
-        if not run.exists():
+        if not run.exists() and lock_holder(run) is None:
             known = ", ".join(r.name for r in list_runs(root)) or "none"
             raise UserInputError(f"no graph named {name!r} under {where} (graphs: {known})",
                                  fix="pass one of those names, or run from the directory "
@@ -83,14 +86,21 @@ def doctor_target(run: RunDir) -> DoctorTarget:
     expectations, and which pid is which process."""
     from ..coordination.doctor import DoctorTarget, expectations
     from ..render.metrics_endpoints import FRONTEND, graph_endpoints
-    from ..topology import NatsMode
+    from ..render.tls_planes import graph_pki_paths
+    from ..topology import EtcdMode, NatsMode
+    from .secrets import nats_token
 
     topo, plan, state = run.read_topology(), run.read_plan(), run.read_state()
     endpoints = graph_endpoints(plan, plan.endpoint)
     nats = topo.coordination.nats
+    # The planes the graph runs itself are read with its own certificates (and token).
+    tls = graph_pki_paths(topo.security, run.path.resolve())
     return DoctorTarget(
         namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
         nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
+        nats_token=nats_token(nats.auth) if nats.mode is not NatsMode.OFF else None,
+        etcd_tls=tls if topo.coordination.etcd.mode is EtcdMode.EMBEDDED else None,
+        nats_tls=tls if nats.mode is NatsMode.EMBEDDED else None,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
         worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
         expected=expectations(topo), graph=topo.name, plan=plan,

@@ -11,12 +11,15 @@ Layout under `$DIS_SERVE_HOME` (default `./.dis-serve`):
     runs/<name>/previous/<time>/ the logs and last state of earlier runs (`up --keep-runs`)
 
 Private by default: directories 0700, files 0600 (logs hold prompts, state holds pids).
+Trusted only when ours: the run root and every directory under it must be owned by this user
+and writable by no one else, and no link in it is followed (private_path.py says why).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,13 +29,20 @@ from pydantic import ValidationError
 from ..ansi import strip_ansi
 from ..atomic_file import write_atomic
 from ..errors import UserInputError
+from ..private_path import (
+    PRIVATE_DIR,
+    PRIVATE_FILE,
+    check_trusted,
+    copy_private,
+    ensure_private_dir,
+    open_private,
+    read_own_text,
+)
 from ..render.launch_plan import LaunchPlan
 from ..topology import Topology, is_valid_name
 from .status import GraphStatus
 
 HOME_ENV = "DIS_SERVE_HOME"
-PRIVATE_DIR = 0o700
-PRIVATE_FILE = 0o600
 # Logs grow about 6 KB per request at Dynamo's default level: rotate by size, keep a few.
 LOG_MAX_BYTES = 32 * 1024 * 1024
 LOG_BACKUPS = 3
@@ -40,9 +50,23 @@ DEFAULT_KEEP_RUNS = 3
 
 
 def default_root() -> Path:
-    """The directory that holds `runs/`: `$DIS_SERVE_HOME`, else `.dis-serve` in the cwd."""
+    """The directory that holds `runs/`: `$DIS_SERVE_HOME`, else `.dis-serve` in the cwd;
+    UserInputError when it is there but not ours (owner, mode or a link)."""
     env = os.environ.get(HOME_ENV)
-    return Path(env).expanduser().resolve() if env else Path.cwd() / ".dis-serve"
+    root = Path(env).expanduser().resolve() if env else Path.cwd() / ".dis-serve"
+    check_trusted(root, "run root")
+    return root
+
+
+def _trusted_runs(root: Path | None) -> Path:
+    """`runs/` under the run root, both checked to be ours."""
+    if root is None:
+        root = default_root()
+    else:
+        check_trusted(root, "run root")
+    runs = root / "runs"
+    check_trusted(runs, "run root")
+    return runs
 
 
 class RunDir:
@@ -55,15 +79,13 @@ class RunDir:
     def for_graph(cls, name: str, root: Path | None = None) -> RunDir:
         """The run directory of graph `name`; UserInputError for a name that is not a graph
         name (`..`, slashes, a newline) or a directory that leads out of the run root."""
-        runs = (root or default_root()) / "runs"
+        runs = _trusted_runs(root)
         if not is_valid_name(name):
             raise UserInputError(f"{name[:60]!r} is not a graph name", key="name",
                                  fix="graph names are 2-40 lower-case letters, digits or "
                                      "dashes; `dis-serve status` lists the graphs")
         path = runs / name
-        if path.is_symlink() or (path.exists() and path.resolve().parent != runs.resolve()):
-            raise UserInputError(f"{path} leads outside {runs}", key="name",
-                                 fix="remove that link; run directories are plain directories")
+        check_trusted(path, "run directory")
         return cls(path)
 
     @property
@@ -106,26 +128,30 @@ class RunDir:
         """Delete these files or directories of the run directory (what an earlier run of the
         graph left that the next must not be judged by)."""
         for name in names:
-            path = self.path / name
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+            _remove(self.path / name)
 
     @property
     def previous(self) -> Path:
         return self.path / "previous"
 
     def prepare(self) -> None:
-        for directory in (self.path, self.logs):
-            directory.mkdir(parents=True, exist_ok=True)
-            directory.chmod(PRIVATE_DIR)
+        """Make the run root (0700 when new), runs/, this run directory and logs/, or check
+        the ones there are ours; the last three are set to 0700."""
+        root = self.path.parent.parent
+        root.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(root, PRIVATE_DIR)
+        except FileExistsError:
+            check_trusted(root, "run root")
+        for directory, what in ((root / "runs", "run root"), (self.path, "run directory"),
+                                (self.logs, "log directory")):
+            ensure_private_dir(directory, what)
 
     def open_log(self, process: str) -> int:
-        """A file descriptor appending to the process's log (created private)."""
+        """A file descriptor appending to the process's log (created private, never through
+        a link)."""
         self.prepare()
-        return os.open(self.log_file(process), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                       PRIVATE_FILE)
+        return open_private(self.log_file(process), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 
     def rotate_logs(self, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS) -> list[str]:
         """Copy each log past `max_bytes` to `.1` (older parts shift up, the oldest goes) and
@@ -134,13 +160,14 @@ class RunDir:
         rotated = []
         for log in sorted(self.logs.glob("*.log")):
             try:
-                if log.stat().st_size <= max_bytes:
-                    continue
+                st = log.lstat()
+                if not stat.S_ISREG(st.st_mode) or st.st_size <= max_bytes:
+                    continue  # a link is never followed, not even to measure it
                 for index in range(backups - 1, 0, -1):
                     older = log.with_name(f"{log.name}.{index}")
-                    if older.exists():
+                    if older.exists() or older.is_symlink():
                         older.replace(log.with_name(f"{log.name}.{index + 1}"))
-                shutil.copyfile(log, log.with_name(f"{log.name}.1"))
+                copy_private(log, log.with_name(f"{log.name}.1"))
                 os.truncate(log, 0)
                 rotated.append(log.stem)
             except OSError:
@@ -151,25 +178,25 @@ class RunDir:
         """Move the last run's logs and state under previous/<time>/ and keep only the
         newest `keep_runs` of those (0: keep none). Where they went, if anywhere."""
         moved = None
+        # A link at previous/ is refused, not followed: moving logs into it would hand them
+        # to whoever made it.
+        check_trusted(self.previous, "run directory")
         if keep_runs > 0 and (self.logs.is_dir() or self.state_file.is_file()):
             stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(self._last_started()))
+            ensure_private_dir(self.previous, "run directory")
             moved = self.previous / stamp
             suffix = 1
-            while moved.exists():
+            while moved.exists() or moved.is_symlink():
                 suffix += 1
                 moved = self.previous / f"{stamp}-{suffix}"
-            moved.mkdir(parents=True, mode=PRIVATE_DIR)
-            self.previous.chmod(PRIVATE_DIR)
+            os.mkdir(moved, PRIVATE_DIR)
             for item in (self.logs, self.state_file):
-                if item.exists():
-                    item.replace(moved / item.name)
+                if item.exists() or item.is_symlink():
+                    item.replace(moved / item.name)  # a rename moves a link, never its target
         for item in (self.logs, self.state_file):
-            if item.is_dir():
-                shutil.rmtree(item)
-            elif item.exists():
-                item.unlink()
+            _remove(item)
         if self.previous.is_dir():
-            runs = sorted(p for p in self.previous.iterdir() if p.is_dir())
+            runs = sorted(p for p in self.previous.iterdir() if p.is_dir() and not p.is_symlink())
             for old in runs[:max(0, len(runs) - keep_runs)]:
                 shutil.rmtree(old, ignore_errors=True)
         return moved
@@ -192,16 +219,16 @@ class RunDir:
     def read_topology(self) -> Topology:
         """The topology the graph was started from (the doctor's expectations, `down`'s
         shared etcd/NATS)."""
-        return Topology.model_validate_json(self.topology_file.read_text())
+        return Topology.model_validate_json(read_own_text(self.topology_file))
 
     def read_plan(self) -> LaunchPlan:
-        return LaunchPlan.model_validate_json(self.plan_file.read_text())
+        return LaunchPlan.model_validate_json(read_own_text(self.plan_file))
 
     def plan_rendered_from(self, topo: Topology) -> LaunchPlan | None:
         """The plan `up` rendered from exactly this topology, or None (no run here, or a run
         of another topology under the same name)."""
         try:
-            if self.topology_file.read_text() != topo.model_dump_json(indent=2):
+            if read_own_text(self.topology_file) != topo.model_dump_json(indent=2):
                 return None
             return self.read_plan()
         except (OSError, ValueError, ValidationError):
@@ -213,7 +240,7 @@ class RunDir:
     def read_state(self) -> GraphStatus | None:
         """The last recorded status, or None when there is none (or it is unreadable)."""
         try:
-            return GraphStatus.model_validate_json(self.state_file.read_text())
+            return GraphStatus.model_validate_json(read_own_text(self.state_file))
         except (OSError, ValueError, ValidationError):
             return None
 
@@ -221,7 +248,7 @@ class RunDir:
         """The last `lines` lines of a process's log, without terminal colour codes."""
         path = self.log_file(process)
         try:
-            with path.open("rb") as f:
+            with os.fdopen(open_private(path, os.O_RDONLY), "rb") as f:
                 f.seek(0, os.SEEK_END)
                 size = f.tell()
                 f.seek(max(0, size - 64 * 1024))
@@ -247,7 +274,7 @@ class RunDir:
                 try:
                     if path.stat().st_size < offsets[proc]:
                         offsets[proc] = 0  # a new run's file
-                    with path.open("rb") as f:
+                    with os.fdopen(open_private(path, os.O_RDONLY), "rb") as f:
                         f.seek(offsets[proc])
                         chunk = f.read().decode("utf-8", "replace")
                         offsets[proc] = f.tell()
@@ -259,8 +286,16 @@ class RunDir:
             time.sleep(poll_s)
 
 
+def _remove(path: Path) -> None:
+    """Delete a file, a link (not what it leads to) or a directory tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.is_symlink() or path.exists():
+        path.unlink()
+
+
 def list_runs(root: Path | None = None) -> list[RunDir]:
-    runs = (root or default_root()) / "runs"
+    runs = _trusted_runs(root)
     if not runs.is_dir():
         return []
     return sorted((RunDir(p) for p in runs.iterdir()

@@ -14,8 +14,12 @@ spawns, polls, restarts and stops. Other threads only read `snapshot` and call `
   runs on, `degraded`, says why, and tries it again on a slow clock. Before it was first
   ready (or with no slow retry) the graph fails when it cannot serve without it: etcd, NATS
   or the frontend given up, or every worker of a pool role.
-- Liveness: a worker whose health probe goes unanswered `liveness.failures` times in a row
-  (hung, not merely "notready") is stopped and restarted like a crash.
+- Liveness (liveness_policy.py decides): a process whose health probe goes unanswered
+  (hung, not merely "notready") makes the graph degraded; a worker is restarted like a
+  crash after `liveness.failures` misses in a row, etcd and NATS (NATS: its INFO line, not
+  just the accept) after twice that. Workers that run and answer ready but that the router
+  does not see for a few seconds (etcd lost their registrations) are restarted so they
+  register again; meanwhile the graph is degraded.
 - Control: a state file that cannot be written (the run directory deleted) is reported and
   retried; nothing that goes wrong on disk stops supervision.
 - Stop: the frontend first (no new requests), then the workers, then NATS, then etcd; each a
@@ -42,9 +46,11 @@ from ..probes import (
 from ..render.launch_plan import LaunchPlan, ProcessSpec
 from ..topology import ProcessKind
 from . import events
+from .liveness_policy import RegistrationWatch, unanswered_before_restart
 from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .restart_policy import GiveUp, RestartTracker
 from .rundir import RunDir
+from .secrets import GraphSecrets
 from .status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from .stopping import stop_processes
 
@@ -55,6 +61,8 @@ LOG_LINES_ON_FAILURE = 15
 LOG_ROTATION_EVERY_S = 5.0
 # A hung process gets this long to honour SIGTERM before SIGKILL (it is hung: not long).
 HUNG_GRACE_S = 1.0
+# A worker restarted to register again is healthy and routed no requests: a short grace.
+RE_REGISTER_GRACE_S = 2.0
 _LIVE = (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY)
 
 
@@ -82,7 +90,8 @@ class Supervisor:
     # No default readiness budget here: its one home is startup_budget (callers pass it).
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
-                 on_event: Callable[[events.SupervisorEvent], None] | None = None) -> None:
+                 on_event: Callable[[events.SupervisorEvent], None] | None = None,
+                 secrets: GraphSecrets | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
@@ -94,7 +103,9 @@ class Supervisor:
         self.finished = threading.Event()
         self.error: str | None = None
         self._stop = threading.Event()
-        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name)),
+        secrets = secrets or GraphSecrets()
+        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name),
+                                          secrets.env_for(spec.kind)),
                              RestartTracker(spec.kind.restart_policy(self.supervision)))
                        for spec in plan.processes]
         self._phase = GraphPhase.STARTING
@@ -107,6 +118,8 @@ class Supervisor:
         self._state_write_failing = False
         self._client: httpx.Client | None = None
         self._live_client: httpx.Client | None = None
+        self._registrations = RegistrationWatch()
+        self._router_problem: str | None = None
         self.snapshot = self._build_status()
 
     # --- public -------------------------------------------------------------------------
@@ -248,6 +261,7 @@ class Supervisor:
                 self._probe([s for s in self._slots
                              if s.state in (ProcessState.READY, ProcessState.UNHEALTHY)],
                             self._live_client, liveness=True)
+                self._check_registrations()
                 next_health = time.monotonic() + liveness.period_s
             self._phase = self._serving_phase()
             self._publish()
@@ -255,7 +269,7 @@ class Supervisor:
 
     def _serving_phase(self) -> GraphPhase:
         return (GraphPhase.READY if all(s.state is ProcessState.READY for s in self._slots)
-                else GraphPhase.DEGRADED)
+                and self._router_problem is None else GraphPhase.DEGRADED)
 
     def _probe(self, slots: list[_Slot], client: httpx.Client, *,
                liveness: bool = False) -> None:
@@ -273,15 +287,49 @@ class Supervisor:
                 slot.state = ProcessState.UNHEALTHY
                 slot.problem = "answers its health probe, not ready" if probe.answered \
                     else "does not answer its health probe"
-            if liveness and slot.spec.kind is ProcessKind.WORKER \
-                    and slot.unanswered_probes >= self.supervision.liveness.failures:
+            limit = unanswered_before_restart(slot.spec.kind, self.supervision.liveness)
+            if liveness and limit is not None and slot.unanswered_probes >= limit:
                 self._restart_hung(slot)
 
     def _restart_hung(self, slot: _Slot) -> None:
         self.on_event(events.Hung(slot.spec.name, slot.unanswered_probes))
+        self._stop_for_restart(slot, HUNG_GRACE_S, "was hung")
+
+    def _stop_for_restart(self, slot: _Slot, grace_s: float, what: str) -> None:
         assert slot.child.pid is not None
-        code = slot.child.exit_status(stop_processes([slot.child.pid], HUNG_GRACE_S))
-        self._on_exit(slot, code, time.monotonic(), "was hung")
+        code = slot.child.exit_status(stop_processes([slot.child.pid], grace_s))
+        self._on_exit(slot, code, time.monotonic(), what)
+
+    def _check_registrations(self) -> None:
+        """Workers that run and answer ready but that the router does not see (etcd lost
+        their registrations) are restarted, so they register again (liveness_policy.py)."""
+        # The frontend need only answer: not listing the model is what a lost
+        # registration looks like from there (workers publish the model card).
+        planes_up = all(s.state is ProcessState.READY for s in self._slots
+                        if s.spec.kind.is_coordination)
+        frontend_answers = all(s.state in (ProcessState.READY, ProcessState.UNHEALTHY)
+                               and s.unanswered_probes == 0 for s in self._slots
+                               if s.spec.kind is ProcessKind.FRONTEND)
+        ready = [s for s in self._slots
+                 if s.spec.kind is ProcessKind.WORKER and s.state is ProcessState.READY]
+        if not planes_up or not frontend_answers or not ready:
+            self._registrations.reset()
+            self._router_problem = None
+            return
+        view = router_view(self._live_client or self._http, self.plan, [s.spec for s in ready])
+        if not view.answered:
+            return  # the frontend's liveness probe reports that
+        self._router_problem = None if view.complete else (
+            f"the router sees fewer workers than are running and ready ({view.describe()})")
+        for worker_type in self._registrations.observe(time.monotonic(), view.seen,
+                                                        view.expected):
+            lost = [s for s in ready if s.spec.role is not None
+                    and s.spec.role.worker_type == worker_type]
+            self.on_event(events.RegistrationsLost(worker_type, view.describe(),
+                                                   [s.spec.name for s in lost]))
+            for slot in lost:
+                self._stop_for_restart(slot, RE_REGISTER_GRACE_S, "lost its registration")
+            self._router_problem = None
 
     def _check_exits(self) -> None:
         now = time.monotonic()
@@ -385,7 +433,9 @@ class Supervisor:
             phase=self._phase, started_at=self._started_wall, ready_after_s=self._ready_after,
             error=self.error,
             problems=[f"{s.spec.name}: {s.problem}" for s in self._slots
-                      if s.problem and self._phase is GraphPhase.DEGRADED],
+                      if s.problem and self._phase is GraphPhase.DEGRADED]
+            + ([f"router: {self._router_problem}"] if self._router_problem
+               and self._phase is GraphPhase.DEGRADED else []),
             processes=[ProcessStatus(
                 name=s.spec.name, kind=s.spec.kind, pid=s.child.pid,
                 create_time=s.child.create_time, state=s.state, ports=dict(s.spec.ports),
@@ -394,7 +444,7 @@ class Supervisor:
 
     def _publish(self) -> None:
         # Called every poll: compare a cheap signature, build and write only on a change.
-        signature = (self._phase, self.error, self._ready_after, tuple(
+        signature = (self._phase, self.error, self._ready_after, self._router_problem, tuple(
             (s.state, s.ready, s.restarts, s.child.pid, s.exit_code, s.problem)
             for s in self._slots))
         if signature == self._signature and self.run_dir.state_file.exists():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -67,27 +66,17 @@ class TraceStats:
 def read_trace(path: Path, block_size: int = MOONCAKE_BLOCK_TOKENS) -> TraceStats:
     """Read a Mooncake JSONL trace: one request a line with `input_length`, `output_length`
     and, for arrivals, `timestamp` in milliseconds (Dynamo's replay reads the same file)."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise UserInputError(f"cannot read trace: {exc.strerror}", source=str(path)) from None
-    inputs, outputs, stamps = [], [], []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            inputs.append(int(row["input_length"]))
-            outputs.append(int(row["output_length"]))
-            if "timestamp" in row:
-                stamps.append(float(row["timestamp"]))
-        except (ValueError, KeyError, TypeError):
-            raise UserInputError(
-                f"line {number} is not a Mooncake request", source=str(path),
-                fix='one JSON object a line with "input_length", "output_length", '
-                    '"timestamp" (ms) and "hash_ids"') from None
-    if not inputs:
-        raise UserInputError("the trace holds no requests", source=str(path))
+    from ..mooncake_trace import check_trace
+
+    rows = check_trace(path, key="--trace")
+    inputs = [row.input_length for row in rows]
+    # Dynamo's replay needs every request's completion length.
+    missing = next((n for n, row in enumerate(rows, 1) if row.output_length is None), None)
+    if missing is not None:
+        raise UserInputError(f"{path}: request {missing} has no output_length",
+                             key="--trace", fix="give every line an output_length")
+    outputs = [row.output_length or 0 for row in rows]
+    stamps = [float(row.timestamp) for row in rows if row.timestamp is not None]
     span_s = (max(stamps) - min(stamps)) / 1000.0 if len(stamps) > 1 else 0.0
     return TraceStats(
         path=path, requests=len(inputs),
@@ -119,7 +108,8 @@ class PlanRequest(BaseModel):
     goodput those GPUs give), and either `isl`/`osl` or a `trace`. Each field is a flag of
     `dis-serve plan` (`flag_of`), its description the flag's help."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan are no SLA, rate or price: refused here, not deep in the search.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     model: str = Field(description="Catalog key or Hugging Face id: "
                                    + ", ".join(PLANNED_MODELS) + ".")
@@ -212,6 +202,12 @@ class PlanRequest(BaseModel):
             raise ValueError("`trace` sets the lengths; drop `isl`/`osl`")
         if self.trace is not None and self.arrival is Arrival.OFFLINE:
             raise ValueError("`trace` sets the arrivals by its timestamps; drop `arrival`")
+        known = self.known_model
+        if known is not None and known.checkpoint(self.dtype.value) is None:
+            # The plan ends in a topology that names the checkpoint its workers load.
+            raise ValueError(f"no {self.dtype.value} checkpoint of {known.hf_id} is published "
+                             "in the catalog; plan it with `dtype` one of "
+                             + ", ".join(known.checkpoints))
         return self
 
     @field_validator("model")

@@ -17,6 +17,7 @@ from ..topology import Backend, EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
 from .engine_config import ENGINE_CONFIG_DIR
 from .launch_plan import (
+    NATS_CONFIG,
     LaunchPlan,
     ProcessSpec,
     etcd_spec,
@@ -25,10 +26,6 @@ from .launch_plan import (
 )
 from .launch_plan import frontend_spec as _frontend_spec
 from .mpi_launch import NVIDIA_WORKER_ENV
-
-# The environment variable Dynamo's runtime reads the NATS token from.
-NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
-NATS_CONFIG = "nats.conf"
 
 
 class ClusterContext(BaseModel):

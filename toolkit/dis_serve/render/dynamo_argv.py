@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..topology import Backend, PoolRole, Topology
+from ..security.pki_files import PkiPaths
+from ..topology import Backend, EtcdMode, NatsMode, PoolRole, Topology
 from .engine_config import engine_config_name
+from .tls_planes import dynamo_tls_env
 
 LOOPBACK = "127.0.0.1"
 FRONTEND_MODULE = "dynamo.frontend"
@@ -42,17 +44,31 @@ class TargetParams(BaseModel):
     nats_server: str | None = Field(
         default=None, description="NATS_SERVER; None without NATS or where the platform "
                                   "supplies it.")
+    tls_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="The planes' TLS settings (render/tls_planes.py): certificate paths.")
 
     @classmethod
     def local(cls, topo: Topology, *, python: str, model_path: str,
-              engine_config_dir: str) -> TargetParams:
-        """Everything on this machine, on loopback, where the topology says."""
+              engine_config_dir: str, tls: PkiPaths | None = None) -> TargetParams:
+        """Everything on this machine, on loopback, where the topology says; with `tls`,
+        the embedded etcd speaks HTTPS and every plane mutual TLS."""
+        etcd, nats = topo.coordination.etcd, topo.coordination.nats
+        endpoints, nats_server = etcd.client_url, nats.client_url
+        if tls and etcd.mode is EtcdMode.EMBEDDED:
+            endpoints = f"https://127.0.0.1:{etcd.client_port}"
+        # Dynamo 1.6.1 refuses NATS TLS settings with a nats:// server ("does not use the
+        # 'tls://' scheme").
+        if tls and nats.mode is NatsMode.EMBEDDED:
+            nats_server = f"tls://127.0.0.1:{nats.port}"
         return cls(python=python, namespace=topo.namespace, http_host=topo.frontend.host,
                    http_port=topo.frontend.port, model_path=model_path,
                    engine_config_dir=engine_config_dir,
                    router_policy_config=topo.router.policy_config,
-                   etcd_endpoints=topo.coordination.etcd.client_url,
-                   nats_server=topo.coordination.nats.client_url)
+                   etcd_endpoints=endpoints,
+                   nats_server=nats_server,
+                   tls_env=dynamo_tls_env(tls, nats=nats.mode is NatsMode.EMBEDDED)
+                   if tls else {})
 
     def engine_config(self, role: PoolRole) -> str:
         return f"{self.engine_config_dir}/{engine_config_name(role)}"
@@ -171,4 +187,4 @@ def dynamo_env(topo: Topology, target: TargetParams) -> dict[str, str]:
     }
     if target.nats_server is not None:
         env["NATS_SERVER"] = target.nats_server
-    return env
+    return env | target.tls_env

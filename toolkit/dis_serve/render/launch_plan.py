@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import WorkerSlot, worker_slots
+from ..security.pki_files import PkiPaths
 from ..topology import (
     EtcdMode,
     NatsMode,
@@ -22,6 +23,25 @@ from ..topology import (
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
+from .tls_planes import etcd_tls_args, graph_pki_paths, nats_tls_block
+
+# NATS token authentication: the variable Dynamo's runtime (and our nats.conf) reads the token
+# from, and the server config that takes it from the server's environment. The token itself
+# is never in a plan, a rendered file or an argv.
+NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
+NATS_CONFIG = "nats.conf"
+
+
+def nats_token_config() -> str:
+    """nats-server config: token authentication with the token from its environment."""
+    return "authorization { token: $" + NATS_TOKEN_ENV + " }\n"
+
+
+def nats_config(topo: Topology, tls: PkiPaths | None) -> str | None:
+    """The embedded NATS server's config file, or None when it needs none."""
+    parts = ([nats_token_config()] if topo.coordination.nats.auth else []) + (
+        [nats_tls_block(tls)] if tls else [])
+    return "".join(parts) or None
 
 
 class ProbeKind(StrEnum):
@@ -101,20 +121,29 @@ def client_host(bind_host: str, own_address: str = LOOPBACK) -> str:
     return own_address if bind_host in ("0.0.0.0", "::") else bind_host  # noqa: S104
 
 
-def etcd_spec(topo: Topology, etcd_bin: str, host: str, data_dir: str) -> ProcessSpec:
-    """Embedded etcd listening (clients and its single peer) on `host` only."""
+def etcd_spec(topo: Topology, etcd_bin: str, host: str, data_dir: str,
+              tls: PkiPaths | None = None) -> ProcessSpec:
+    """Embedded etcd listening (clients and its single peer) on `host` only; with `tls`,
+    HTTPS with client certificates required."""
     etcd = topo.coordination.etcd
-    client = f"http://{host}:{etcd.client_port}"
-    peer = f"http://{host}:{etcd.peer_port}"
+    scheme = "https" if tls else "http"
+    client = f"{scheme}://{host}:{etcd.client_port}"
+    peer = f"{scheme}://{host}:{etcd.peer_port}"
+    # /health over mutual TLS would need the client key in the prober: a TCP accept is what
+    # Dynamo needs anyway (it connects, it does not wait for the election).
+    readiness = (Readiness(kind=ProbeKind.TCP, port=etcd.client_port,
+                           host=None if host == LOOPBACK else host) if tls
+                 else Readiness(kind=ProbeKind.HTTP, url=f"{client}/health"))
     return ProcessSpec(
         name="etcd", kind=ProcessKind.ETCD,
         argv=[etcd_bin, "--name", topo.namespace, "--data-dir", data_dir,
               "--listen-client-urls", client, "--advertise-client-urls", client,
               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
               "--initial-cluster", f"{topo.namespace}={peer}",
+              *(etcd_tls_args(tls) if tls else []),
               "--log-level", "warn"],
         ports={"client": etcd.client_port, "peer": etcd.peer_port},
-        readiness=Readiness(kind=ProbeKind.HTTP, url=f"{client}/health"),
+        readiness=readiness,
     )
 
 
@@ -180,12 +209,18 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     if needs_card:
         model_path = str(ctx.run_dir / "model-card")
     processes: list[ProcessSpec] = []
+    tls = graph_pki_paths(topo.security, ctx.run_dir)
     if topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
-        processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / "etcd-data")))
+        processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / "etcd-data"),
+                                   tls))
     if topo.coordination.nats.mode is NatsMode.EMBEDDED:
-        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data")))
+        config = (str(ctx.run_dir / NATS_CONFIG) if nats_config(topo, tls) is not None
+                  else None)
+        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data"),
+                                   config))
     target = TargetParams.local(topo, python=ctx.python, model_path=model_path,
-                                engine_config_dir=str(ctx.run_dir / ENGINE_CONFIG_DIR))
+                                engine_config_dir=str(ctx.run_dir / ENGINE_CONFIG_DIR),
+                                tls=tls)
     processes.append(frontend_spec(topo, target))
     processes.extend(_workers(topo, target))
     url_host = client_host(topo.frontend.host)

@@ -2,8 +2,14 @@
 variables expanded, readiness waits and ordered stops written once.
 
 A renderer that cannot know a value until the script runs (a Slurm node's address, the run
-directory) puts `runtime("NAME")` where it belongs; `word` quotes everything around it with
-shlex.quote and expands the variable as "${NAME}", so no value is ever pasted unquoted.
+directory) puts `runtime("NAME")` where it belongs; `word` quotes everything around it and
+expands the variable as "${NAME}", so no value is ever pasted unquoted. Every value of the
+topology reaches a script through `word` (arguments, assignments, echo text) or `comment`
+(a `#` line), never through an f-string of its own: one mechanism to get right.
+
+A word is always on one line: text with a line break or another control character is written
+in bash's $'...' form, so a script stays one command per line (a line break in a quoted word
+is correct bash, but not for `sbatch`'s directive parser, a log line or a reader's eye).
 """
 
 from __future__ import annotations
@@ -16,6 +22,10 @@ from .launch_plan import ProbeKind, ProcessSpec
 _MARK = "\x1e"
 _RUNTIME = re.compile(f"{_MARK}([A-Za-z_][A-Za-z0-9_]*){_MARK}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Characters a word must not carry raw: they would break the line (or the terminal). The
+# run-time marker (\x1e) is taken out by `word` before these are looked for.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL_OR_QUOTE = re.compile(r"[\x00-\x1f\x7f'\\]")
 
 
 def runtime(name: str) -> str:
@@ -25,18 +35,38 @@ def runtime(name: str) -> str:
     return f"{_MARK}{name}{_MARK}"
 
 
+def _literal(text: str) -> str:
+    """Literal text as one shell word on one line."""
+    if not _CONTROL.search(text):
+        return shlex.quote(text)
+    # $'...': backslash and single quote escaped, control characters as \xHH.
+    return "$'" + _CONTROL_OR_QUOTE.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text) + "'"
+
+
 def word(value: str) -> str:
     """One shell word: literal text single-quoted, run-time variables double-quoted."""
     parts = _RUNTIME.split(value)
     if len(parts) == 1:
-        return shlex.quote(value)
+        return _literal(value)
     out = []
     for i, part in enumerate(parts):
         if i % 2:
             out.append(f'"${{{part}}}"')
         elif part:
-            out.append(shlex.quote(part))
+            out.append(_literal(part))
     return "".join(out)
+
+
+def echo_line(*parts: str, stream: str = "") -> str:
+    """`echo` of these pieces of text (run-time variables allowed) as one quoted word;
+    `stream` ">&2" for stderr."""
+    return f"echo {word(''.join(parts))}" + (f" {stream}" if stream else "")
+
+
+def comment(text: str) -> str:
+    """Text for a `#` line: on one line (a line break would end the comment and run the
+    rest as a command), run-time variables shown as $NAME."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", readable(text))
 
 
 def command_words(spec: ProcessSpec) -> str:
@@ -68,6 +98,12 @@ def runtime_names(values: list[str]) -> list[str]:
     return sorted({name for value in values for name in _RUNTIME.findall(value)})
 
 
+def private_files_lines() -> list[str]:
+    """Every file the script and its processes make (logs, config, the endpoint file) is
+    its user's alone: logs hold prompts."""
+    return ["umask 077"]
+
+
 def tcp_check(host: str, port: int) -> str:
     """A bash command that succeeds once host:port accepts a connection."""
     return f"(exec 3<>/dev/tcp/{word(host)}/{port}) 2>/dev/null"
@@ -84,7 +120,7 @@ def probe_check(spec: ProcessSpec, default_host: str = "127.0.0.1") -> str:
 
 def wait_line(spec: ProcessSpec, check: str | None = None) -> str:
     """`wait_ready` for the process, on its own probe unless `check` is given."""
-    return f"wait_ready {shlex.quote(spec.name)} {shlex.quote(check or probe_check(spec))}"
+    return f"wait_ready {word(spec.name)} {word(check or probe_check(spec))}"
 
 
 def pid_line(spec: ProcessSpec) -> str:

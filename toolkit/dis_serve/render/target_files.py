@@ -123,7 +123,7 @@ def write_files(files: dict[str, str], out_dir: Path) -> list[Path]:
         path = out_dir / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        if path.suffix in (".sh", ".sbatch"):
-            path.chmod(0o755)
+        # The owner's alone (the scripts hold paths, the topology its settings): 0700 / 0600.
+        path.chmod(0o700 if path.suffix in (".sh", ".sbatch") else 0o600)
         written.append(path)
     return written

@@ -19,6 +19,7 @@ from .placement import (
     HostsPlacement,
     SlurmPlacement,
 )
+from .security import exposure_problem
 from .spec import TopologySpec
 
 
@@ -288,7 +289,13 @@ def check_kv_buffer(topo: TopologySpec) -> None:
             f"set it to at least {topo.model.max_input_tokens}")
 
 
+def check_security(topo: TopologySpec) -> None:
+    problem = exposure_problem(topo.security, topo.off_loopback_because)
+    if problem:
+        raise ValueError(problem)
+
+
 # In the order they run: the first broken rule is the one reported.
 RULES = (check_name, check_architecture, check_placement, check_pools, check_parallelism,
          check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory, check_ports,
-         check_kv_buffer, check_autoscale)
+         check_kv_buffer, check_autoscale, check_security)

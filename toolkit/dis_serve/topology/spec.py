@@ -8,6 +8,7 @@ imports both, so no module imports another that imports it back).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import math
 
@@ -17,12 +18,13 @@ from ..catalog import GPUS
 from ..sizing import MemoryFit, fit_worker_memory
 from .base import Strict
 from .coordination import Coordination
-from .enums import Backend, Mode, PoolRole
+from .enums import Backend, EventPlane, Mode, PoolRole
 from .frontend import Frontend, Router
 from .kubernetes import Autoscale, Kubernetes
 from .model import Hardware, Model
 from .placement import Placement
 from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
+from .security import Security
 from .supervision import Supervision
 
 
@@ -60,6 +62,10 @@ class TopologySpec(Strict):
         default=None,
         description="Dynamo's SLA planner on Kubernetes (a `planner` component); off unless "
                     "set.")
+    security: Security = Field(
+        default_factory=Security,
+        description="TLS and authentication on etcd, NATS, the request plane and the "
+                    "frontend.")
 
     # --- derived views -------------------------------------------------------------------
     @property
@@ -85,6 +91,18 @@ class TopologySpec(Strict):
         if self.kv_transfer.max_tokens_in_buffer is not None:
             return self.kv_transfer.max_tokens_in_buffer
         return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
+
+    @property
+    def off_loopback_because(self) -> str | None:
+        """What makes the graph listen beyond loopback, in words (None: nothing does)."""
+        if self.placement.kind.multi_node:
+            return f"placement {self.placement.kind.value}"
+        host = self.frontend.host
+        if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
+            return f"frontend.host {host}"
+        if self.coordination.event_plane is EventPlane.ZMQ:
+            return "coordination.event_plane zmq, which binds every interface"
+        return None
 
     @property
     def publishes_engine_metrics(self) -> bool:

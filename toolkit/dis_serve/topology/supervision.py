@@ -38,12 +38,14 @@ class Restart(Strict):
 
 
 class Liveness(Strict):
-    """When a worker that runs but does not answer its health probe is restarted."""
+    """When a running process that does not answer its health probe is restarted: a worker
+    after `failures` unanswered probes, etcd and NATS after twice that (the graph is degraded
+    from the first); the frontend is never restarted for a slow probe."""
 
     failures: int = Field(
         default=3, ge=1, le=100,
-        description="Failed health probes in a row (after the worker was ready once) that "
-                    "get it restarted.")
+        description="Unanswered health probes in a row (after it was ready once) that get a "
+                    "worker restarted; etcd and NATS take twice as many.")
     period_s: float = Field(default=1.0, gt=0, le=60, description="Seconds between probes.")
     timeout_s: float = Field(default=1.0, gt=0, le=60,
                              description="A probe not answered within this fails.")
@@ -66,4 +68,5 @@ class Supervision(Strict):
     frontend: Restart = Field(default_factory=_infra_restart,
                               description="The frontend with its router.")
     workers: Restart = Field(default_factory=Restart, description="Every worker.")
-    liveness: Liveness = Field(default_factory=Liveness, description="Worker liveness.")
+    liveness: Liveness = Field(default_factory=Liveness,
+                               description="Liveness of workers, etcd and NATS.")

@@ -1,0 +1,199 @@
+"""A local graph keeps its planes to itself: NATS with `coordination.nats.auth` refuses a
+client without the token while the graph serves, and no secret is in any started process's
+command line (world-readable /proc/PID/cmdline) or in any file of the run directory."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from dis_serve.coordination.doctor import run_doctor
+from dis_serve.coordination.nats_view import connect
+from dis_serve.launch.graph import start_graph
+from dis_serve.launch.run_lookup import doctor_target
+from dis_serve.launch.rundir import RunDir
+from dis_serve.security.pki_files import TLS_DIR, PkiPaths, pki_paths
+from dis_serve.topology import Topology
+from relocate import relocated_demo
+
+pytestmark = pytest.mark.integration
+BASE_PORT = 19400
+
+
+def _chat(graph) -> None:
+    response = httpx.post(f"{graph.endpoint}/v1/chat/completions", timeout=30, json={
+        "model": graph.model_name, "max_tokens": 4,
+        "messages": [{"role": "user", "content": "w3 w4 w5 w6 w7 w8 w9"}]})
+    assert response.status_code == 200, response.text
+
+
+def _graph_processes(graph) -> list[psutil.Process]:
+    found = []
+    for state in graph.status().processes:
+        if state.pid is None:
+            continue
+        try:
+            parent = psutil.Process(state.pid)
+            found += [parent, *parent.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+async def _nats_connects(url: str, token: str | None, tls: PkiPaths | None) -> bool:
+    try:
+        nc = await connect(url, token, tls)
+    except Exception:  # nats-py raises several types for a refused connect
+        return False
+    await nc.close()
+    return True
+
+
+@pytest.fixture
+def token_file(tmp_path) -> tuple[Path, str]:
+    token = secrets.token_urlsafe(24)
+    path = tmp_path / "nats-token"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path, token
+
+
+def test_local_nats_refuses_a_client_without_the_token_and_the_token_is_nowhere_visible(
+        tmp_path, token_file):
+    path, token = token_file
+    data = relocated_demo("it-sec-nats", BASE_PORT)
+    data["coordination"]["nats"]["auth"] = {"token_file": str(path)}
+    topo = Topology.model_validate(data)
+    nats_url = topo.coordination.nats.client_url
+    root = tmp_path / "home"
+    with start_graph(topo, run_root=root) as graph:
+        graph.wait_ready(120)
+        _chat(graph)
+        # Even with the graph's client certificate, the token is asked for.
+        tls = pki_paths(graph.run_dir / TLS_DIR)
+        assert asyncio.run(_nats_connects(nats_url, None, tls)) is False
+        assert asyncio.run(_nats_connects(nats_url, "wrong-" + token, tls)) is False
+        assert asyncio.run(_nats_connects(nats_url, token, tls)) is True
+        _chat(graph)  # still serving
+
+        processes = _graph_processes(graph)
+        assert {p.name() for p in processes} >= {"nats-server"}
+        for proc in processes:
+            cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+            assert token.encode() not in cmdline, proc.cmdline()
+
+        run = RunDir.for_graph(topo.name, root)
+        report = run_doctor(doctor_target(run), window_s=0.5)
+        assert report.nats is not None and report.nats.error is None, report.nats
+
+        for file in (p for p in graph.run_dir.rglob("*") if p.is_file()):
+            assert token.encode() not in file.read_bytes(), file
+
+
+TLS_BASE_PORT = 19420
+ETCDCTL = str(Path(sys.executable).parent / "etcdctl")
+
+
+def _etcdctl(endpoint: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([ETCDCTL, "--endpoints", endpoint, "--dial-timeout", "2s",
+                           "--command-timeout", "3s", *flags, "get", "--prefix", "v1/"],
+                          capture_output=True, text=True, timeout=30)
+
+
+async def _nats_over(url: str, context: ssl.SSLContext | None) -> bool:
+    import nats
+
+    async def quiet(_exc: Exception) -> None:
+        return None
+
+    try:
+        nc = await asyncio.wait_for(nats.connect(
+            url, tls=context, connect_timeout=2, allow_reconnect=False,
+            max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet), timeout=5)
+    except Exception:  # refused: several exception types
+        return False
+    await nc.close()
+    return True
+
+
+def _no_verify() -> ssl.SSLContext:
+    """What an attacker without the graph's files has: TLS, no CA, no client certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _request_port_accepts(address: str, context: ssl.SSLContext) -> bool:
+    """A TLS session with the worker's request port survives the handshake and a first
+    write (TLS 1.3 servers refuse a missing client certificate right after it)."""
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=3) as raw, \
+                context.wrap_socket(raw, server_hostname=host) as tls:
+            tls.sendall(b"\x00")
+            tls.settimeout(1)
+            try:
+                return tls.recv(1) != b""
+            except TimeoutError:
+                return True  # still open: the server took us
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def test_a_default_local_graph_serves_over_mutual_tls_and_refuses_clients_without_its_certs(
+        tmp_path):
+    topo = Topology.model_validate(relocated_demo("it-sec-tls", TLS_BASE_PORT))
+    assert topo.security.tls.mode.value == "auto"
+    etcd_port, nats_port = TLS_BASE_PORT + 1, TLS_BASE_PORT + 3
+    root = tmp_path / "home"
+    with start_graph(topo, run_root=root) as graph:
+        graph.wait_ready(120)
+        _chat(graph)
+        tls_dir = graph.run_dir / "tls"
+        ca, cert, key = (str(tls_dir / n) for n in ("ca.pem", "client.pem", "client-key.pem"))
+
+        # etcd: plain HTTP and TLS without a client certificate are refused; ours reads.
+        assert _etcdctl(f"http://127.0.0.1:{etcd_port}").returncode != 0
+        assert _etcdctl(f"https://127.0.0.1:{etcd_port}",
+                        "--insecure-skip-tls-verify").returncode != 0
+        ours = _etcdctl(f"https://127.0.0.1:{etcd_port}", "--cacert", ca, "--cert", cert,
+                        "--key", key)
+        assert ours.returncode == 0 and "dis-serve-it-sec-tls" in ours.stdout, ours.stderr
+
+        # NATS: without TLS, and with TLS but no client certificate, refused.
+        url = f"nats://127.0.0.1:{nats_port}"
+        assert asyncio.run(_nats_over(url, None)) is False
+        assert asyncio.run(_nats_over(url, _no_verify())) is False
+
+        # doctor reads both planes over TLS with the graph's certificates.
+        report = run_doctor(doctor_target(RunDir.for_graph(topo.name, root)), window_s=0.5)
+        assert report.etcd.error is None and report.nats.error is None, (report.etcd.error,
+                                                                         report.nats.error)
+        addresses = {r.address for r in report.etcd.registrations if r.address}
+        assert len(addresses) == 2, report.etcd.registrations  # prefill's and decode's
+
+        # The request plane: a worker's port speaks TLS and wants a client certificate.
+        ours_ctx = ssl.create_default_context(cafile=ca)
+        ours_ctx.load_cert_chain(cert, key)
+        for address in addresses:
+            assert _request_port_accepts(address, _no_verify()) is False, address
+            assert _request_port_accepts(address, ours_ctx) is True, address
+        _chat(graph)  # still serving after all of that
+
+        # No key in any started process's argv, nor in the plan.
+        for proc in _graph_processes(graph):
+            assert b"PRIVATE KEY" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert "PRIVATE KEY" not in (graph.run_dir / "plan.json").read_text()
+        for pem in tls_dir.iterdir():
+            assert stat.S_IMODE(pem.stat().st_mode) == 0o600, pem

@@ -1,0 +1,78 @@
+"""The graph's secrets, read where the processes start and handed over only through the
+environment of processes we own (`/proc/PID/environ` is its owner's; `/proc/PID/cmdline`
+is everyone's): never in argv, the plan, the state file or a log.
+
+- the NATS token of `coordination.nats.auth` (from its file or environment variable), for
+  the NATS server (its config reads it from there) and Dynamo's processes;
+- etcd's client certificate and key as PEM text, which is how Dynamo 1.6.1 takes them
+  (ETCD_AUTH_*), for Dynamo's processes only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserInputError
+from ..input_file import require_regular_file
+from ..private_path import read_own_text
+from ..render.launch_plan import NATS_TOKEN_ENV
+from ..render.tls_planes import ETCD_CLIENT_PEM_ENV, graph_pki_paths
+from ..topology import EtcdMode, NatsAuth, ProcessKind, Topology
+
+# A token is a line of text; anything longer is not one (and would end up in every env).
+MAX_TOKEN_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class GraphSecrets:
+    nats_token: str | None = field(default=None, repr=False)
+    etcd_client: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def env_for(self, kind: ProcessKind) -> dict[str, str]:
+        """The secret environment a process of `kind` gets (etcd: none)."""
+        env = {}
+        if self.nats_token and kind is not ProcessKind.ETCD:
+            env[NATS_TOKEN_ENV] = self.nats_token
+        if kind in (ProcessKind.FRONTEND, ProcessKind.WORKER):
+            env |= self.etcd_client
+        return env
+
+
+def nats_token(auth: NatsAuth | None) -> str | None:
+    """The token `coordination.nats.auth` names, or None without auth; UserInputError when
+    it is missing, empty, or in a file others can read."""
+    if auth is None:
+        return None
+    if auth.token_file is not None:
+        key = "coordination.nats.auth.token_file"
+        path = Path(auth.token_file).expanduser()
+        require_regular_file(path, source=key, fix="write the token into that file (mode 0600)",
+                             max_bytes=MAX_TOKEN_BYTES)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if mode & 0o077:
+            raise UserInputError(f"{path} is readable by others (mode {mode:04o})", key=key,
+                                 fix=f"chmod 600 {path}")
+        token = path.read_text(encoding="utf-8").strip()
+    else:
+        key = "coordination.nats.auth.token_env"
+        token = os.environ.get(auth.token_env or "", "").strip()
+        if not token:
+            raise UserInputError(f"{auth.token_env} is not set in this environment", key=key,
+                                 fix=f"export {auth.token_env}=<the token> before dis-serve")
+    if not token:
+        raise UserInputError("the NATS token is empty", key=key, fix="put the token there")
+    return token
+
+
+def graph_secrets(topo: Topology, run_dir: Path) -> GraphSecrets:
+    """The secrets of the graph whose run directory (certificates included) is `run_dir`."""
+    etcd_client = {}
+    paths = graph_pki_paths(topo.security, run_dir)
+    if paths is not None and topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
+        etcd_client = {env: read_own_text(Path(getattr(paths, attr)))
+                       for env, attr in ETCD_CLIENT_PEM_ENV.items()}
+    return GraphSecrets(nats_token=nats_token(topo.coordination.nats.auth),
+                        etcd_client=etcd_client)

@@ -1,0 +1,150 @@
+"""A graph's own certificate authority (`security.tls.mode: auto`): one CA per graph, a server
+certificate whose SANs are the graph's node addresses, and a client certificate for the
+graph's own processes and dis-serve's clients. Made with the `cryptography` library.
+
+Issuing is pure (`issue_graph_pki`: names, addresses and a clock in, PEM bytes out);
+`write_pki` puts the files in a private directory, keys 0600 and created exclusively, and
+returns only their paths: keys travel as paths (to files only their owner can read), never
+as argv, environment values or rendered text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from ..private_path import PRIVATE_FILE, ensure_private_dir, open_private
+from .pki_files import PkiPaths, pki_paths
+
+# Every graph listens on loopback too (probes, local clients): always in the server's SANs.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+# Client certificates name who holds them; the server certificate's CN is informative only
+# (clients check the SANs).
+CLIENT_NAME = "dis-serve client"
+# A little slack for clocks that differ between nodes.
+BACKDATE = dt.timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class GraphPki:
+    """PEM bytes of a graph's CA, server and client certificates and their keys."""
+
+    ca_cert: bytes
+    server_cert: bytes
+    server_key: bytes
+    client_cert: bytes
+    client_key: bytes
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    # P-256: every TLS stack of the graph takes it (Go's etcd and NATS, rustls in Dynamo,
+    # OpenSSL in Python's clients) and it signs in microseconds.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _name(common_name: str, graph: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "dis-serve"),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, graph),
+                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def subject_alt_names(addresses: list[str]) -> list[x509.GeneralName]:
+    """IP addresses as IP SANs, anything else as a DNS name; loopback always; no repeats."""
+    names: list[x509.GeneralName] = []
+    for address in [*addresses, *LOOPBACK_NAMES]:
+        try:
+            entry: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(address))
+        except ValueError:
+            entry = x509.DNSName(address)
+        if entry not in names:
+            names.append(entry)
+    return names
+
+
+def _certificate(subject: x509.Name, key, issuer: x509.Name, signer, *, now: dt.datetime,
+                 days: int, ca: bool, extensions: list[tuple[x509.ExtensionType, bool]],
+                 issuer_key=None) -> x509.Certificate:
+    builder = (x509.CertificateBuilder()
+               .subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - BACKDATE)
+               .not_valid_after(now + dt.timedelta(days=days))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None),
+                              critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                              critical=False))
+    if issuer_key is not None:
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+            critical=False)
+    for extension, critical in extensions:
+        builder = builder.add_extension(extension, critical=critical)
+    return builder.sign(signer, hashes.SHA256())
+
+
+def _usage(*, ca: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(digital_signature=not ca, content_commitment=False,
+                         key_encipherment=False, data_encipherment=False,
+                         key_agreement=False, key_cert_sign=ca, crl_sign=ca,
+                         encipher_only=False, decipher_only=False)
+
+
+def issue_graph_pki(graph: str, addresses: list[str], *, now: dt.datetime | None = None,
+                    validity_days: int = 30) -> GraphPki:
+    """A new CA for graph `graph`, a server certificate for `addresses` (and loopback),
+    valid for server and client authentication (etcd peers, the request plane's two ends),
+    and a client-only certificate."""
+    now = now or dt.datetime.now(dt.UTC)
+    ca_key, server_key, client_key = _key(), _key(), _key()
+    ca_name = _name(f"dis-serve CA for {graph}", graph)
+    ca = _certificate(ca_name, ca_key, ca_name, ca_key, now=now, days=validity_days, ca=True,
+                      extensions=[(_usage(ca=True), True)])
+    server = _certificate(
+        _name(f"dis-serve {graph}", graph), server_key, ca_name, ca_key, now=now,
+        days=validity_days, ca=False, issuer_key=ca_key,
+        extensions=[(_usage(ca=False), True),
+                    (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                            ExtendedKeyUsageOID.CLIENT_AUTH]), False),
+                    (x509.SubjectAlternativeName(subject_alt_names(addresses)), False)])
+    client = _certificate(
+        _name(CLIENT_NAME, graph), client_key, ca_name, ca_key, now=now, days=validity_days,
+        ca=False, issuer_key=ca_key,
+        extensions=[(_usage(ca=False), True),
+                    (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), False),
+                    # RFC 5280 verifiers want a SAN on every leaf; a name, not an address.
+                    (x509.SubjectAlternativeName([x509.DNSName(f"client.{graph}.dis-serve")]),
+                     False)])
+    pem = serialization.Encoding.PEM
+    return GraphPki(ca_cert=ca.public_bytes(pem), server_cert=server.public_bytes(pem),
+                    server_key=_pem_key(server_key), client_cert=client.public_bytes(pem),
+                    client_key=_pem_key(client_key))
+
+
+def write_pki(pki: GraphPki, directory: Path) -> PkiPaths:
+    """Write the PEM files into `directory` (made 0700; its parent must exist), every file
+    0600 and new (a file or link already there is replaced, never written through)."""
+    ensure_private_dir(directory, "certificate directory")
+    paths = pki_paths(directory)
+    for name, data in ((paths.ca_cert, pki.ca_cert), (paths.server_cert, pki.server_cert),
+                       (paths.server_key, pki.server_key), (paths.client_cert, pki.client_cert),
+                       (paths.client_key, pki.client_key)):
+        path = Path(name)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(tmp, path)
+    return paths
