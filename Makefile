@@ -16,18 +16,19 @@ install: system-packages $(STAMP)
 
 # A real Slurm for the Slurm target's tests (tests/slurm_cluster.py starts its own daemons with
 # its own config), iproute2 for the multi-node test bed (tests/netns_cluster.py: network
-# namespaces on a bridge) and prometheus for `up --prometheus` and its test: Debian's
-# slurm-wlm, munge, iproute2 and prometheus, installed only as root and only if missing.
+# namespaces on a bridge), prometheus for `up --prometheus` and its test, and for the MPI rank
+# test Open MPI, mpi4py and the unversioned libpmix.so that Slurm's mpi/pmix plugin loads.
+# Debian's packages, installed only as root and only if missing.
+SYSTEM_PACKAGES = slurm-wlm munge iproute2 prometheus openmpi-bin python3-mpi4py libpmix-dev
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  ! { command -v slurmctld && command -v munged && command -v ip && \
-	      command -v prometheus; } >/dev/null 2>&1; then \
-	  echo "installing slurm-wlm, munge, iproute2 and prometheus"; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge iproute2 \
-	    prometheus >/dev/null || \
+	      command -v prometheus && command -v ompi_info && \
+	      [ -e /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so ]; } >/dev/null 2>&1; then \
+	  echo "installing $(SYSTEM_PACKAGES)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null || \
 	  { apt-get update -q >/dev/null && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge iproute2 \
-	    prometheus >/dev/null; }; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null; }; \
 	fi
 
 # Dynamo's runtime first with the dependencies the frontend, router and mocker really use, then

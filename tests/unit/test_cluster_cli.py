@@ -42,6 +42,7 @@ def test_render_slurm_of_a_graph_without_placement_uses_slurm_defaults(run_cli, 
     assert result.exit_code == 0, result.stderr
     script = (tmp_path / "slurm" / "job.sbatch").read_text()
     assert "#SBATCH --nodes=6" in script and "#SBATCH --time=04:00:00" in script
+    assert "--container-image=nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1" in script
     assert (tmp_path / "slurm" / "engine-configs" / "decode.yaml").is_file()
 
 
@@ -50,3 +51,13 @@ def test_up_refuses_a_hosts_placement_and_says_what_to_run(run_cli, tmp_path, mo
     result = run_cli("up", GRAPHS / "demo-two-hosts.yaml", "--detach")
     assert_one_line_error(result, "placement is hosts", "--target hosts")
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_trtllm_graph_placed_on_slurm_without_an_image_names_the_key_and_nvidias_image(
+        run_cli, tmp_path):
+    text = (GRAPHS / "llama70b-h100-disagg.yaml").read_text() + "placement:\n  slurm: {}\n"
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    result = run_cli("render", path, "--target", "slurm", "--out", tmp_path / "out")
+    assert_one_line_error(result, "placement.slurm.container_image",
+                          "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1")

@@ -314,6 +314,8 @@ def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
     args = frontend["containers"][0]["args"]
     mounted = args[args.index("--router-policy-config") + 1]
     assert mounted.startswith(ROUTER_POLICY_MOUNT + "/")
-    assert frontend["containers"][0]["volumeMounts"][0]["mountPath"] == ROUTER_POLICY_MOUNT
-    assert frontend["volumes"][0]["configMap"]["name"] == router_policy_map_name(topo)
+    assert {"name": "router-policy", "mountPath": ROUTER_POLICY_MOUNT, "readOnly": True} in \
+        frontend["containers"][0]["volumeMounts"]
+    assert {"name": "router-policy", "configMap": {"name": router_policy_map_name(topo)}} in \
+        frontend["volumes"]
     assert "/home/me" not in " ".join(args)

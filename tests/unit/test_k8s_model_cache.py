@@ -14,10 +14,20 @@ from dis_serve.yaml_input import load_model_file
 DISAGG_70B = GRAPHS / "llama70b-h100-disagg.yaml"
 
 
-def _topology(graph=DISAGG_70B, **kubernetes) -> Topology:
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _topology(graph=DISAGG_70B, model=None, **kubernetes) -> Topology:
     data = yaml.safe_load(graph.read_text())
     data.setdefault("kubernetes", {}).update(kubernetes)
+    data["model"].update(model or {})
     return Topology.model_validate(data)
+
+
+def _frontend(topo: Topology) -> dict:
+    from dis_serve.render.k8s import render_dgd
+
+    return next(c for c in render_dgd(topo)["spec"]["components"] if c["type"] == "frontend")
 
 
 def test_claim_and_job_are_valid_kubernetes_objects():
@@ -35,11 +45,11 @@ def test_the_claim_is_shared_by_every_node_and_sized_from_the_checkpoint():
 
 
 def test_the_job_downloads_the_checkpoint_the_workers_load_at_the_pinned_revision():
-    topo = _topology(model_cache={"revision": "0123abcd"})
+    topo = _topology(model={"revision": COMMIT})
     job = model_cache.render_download_job(topo)
     container = job["spec"]["template"]["spec"]["containers"][0]
     command = container["command"][2]
-    assert shlex.join(["hf", "download", topo.model.id, "--revision", "0123abcd"]) in command
+    assert shlex.join(["hf", "download", topo.model.id, "--revision", COMMIT]) in command
     assert command.endswith(shlex.join(["touch", model_cache.marker_path(topo)]))
     assert {"name": "HF_HOME", "value": model_cache.HF_HOME} in container["env"]
     assert container["envFrom"] == [{"secretRef": {"name": "hf-token-secret"}}]
@@ -69,3 +79,76 @@ def test_workers_wait_for_the_jobs_marker_in_a_valid_init_container():
     validate_pod_template({"spec": {"initContainers": [init],
                                     "containers": [{"name": "main", "image": "x"}],
                                     "volumes": [model_cache.cache_volume(topo)]}})
+
+
+def test_the_revision_defaults_to_main_and_validate_warns_about_it(run_cli):
+    topo = load_model_file(Topology, DISAGG_70B)
+    assert topo.model.revision == "main"
+    assert "--revision main" in model_cache.render_download_job(topo)["spec"]["template"][
+        "spec"]["containers"][0]["command"][2]
+    result = run_cli("validate", DISAGG_70B)
+    assert result.exit_code == 0
+    assert "warning: model.revision is 'main'" in result.stdout
+
+
+def test_a_pinned_commit_draws_no_warning():
+    assert model_cache.unpinned_revision_warning(_topology(model={"revision": COMMIT})) is None
+
+
+def test_the_old_model_cache_revision_key_names_its_new_home(tmp_path, run_cli):
+    data = yaml.safe_load(DISAGG_70B.read_text())
+    data.setdefault("kubernetes", {})["model_cache"] = {"revision": COMMIT}
+    path = tmp_path / "graph.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run_cli("validate", path)
+    assert result.exit_code == 2
+    assert "moved to model.revision" in result.stderr
+
+
+def test_workers_load_a_pinned_commit_from_its_snapshot_directory():
+    # Offline, the hub resolves an id through refs/<revision>; a commit download writes none.
+    topo = _topology(model={"revision": COMMIT})
+    assert model_cache.model_path(topo) == (
+        f"{model_cache.HF_HOME}/hub/models--nvidia--Llama-3.1-70B-Instruct-FP8/snapshots/{COMMIT}")
+    assert model_cache.model_path(_topology()) == topo.model.id  # main: refs/main exists
+
+
+def test_the_job_downloads_with_hf_transfer_installed_and_hf_xet_at_full_speed():
+    container = model_cache.render_download_job(load_model_file(Topology, DISAGG_70B))[
+        "spec"]["template"]["spec"]["containers"][0]
+    command = container["command"][2]
+    install = shlex.join(["python3", "-m", "pip", "install", "--quiet", "--no-cache-dir",
+                          "--target", model_cache.HF_TRANSFER_DIR, model_cache.HF_TRANSFER])
+    assert f"if {install}; then export PYTHONPATH=" in command
+    assert "HF_HUB_ENABLE_HF_TRANSFER=1" in command
+    assert command.index(install) < command.index("hf download")
+    assert {"name": "HF_XET_HIGH_PERFORMANCE", "value": "1"} in container["env"]
+
+
+def test_the_frontend_mounts_the_cache_read_only_offline_at_the_workers_path():
+    topo = load_model_file(Topology, DISAGG_70B)
+    frontend = _frontend(topo)["podTemplate"]["spec"]
+    main = frontend["containers"][0]
+    assert {"name": model_cache.VOLUME, "mountPath": model_cache.CACHE_MOUNT,
+            "readOnly": True} in main["volumeMounts"]
+    assert model_cache.cache_volume(topo) in frontend["volumes"]
+    assert {"name": "HF_HOME", "value": model_cache.HF_HOME} in main["env"]
+    assert {"name": "HF_HUB_OFFLINE", "value": "1"} in main["env"]
+    validate_pod_template({"spec": frontend})
+
+
+def test_the_frontend_waits_for_the_download_job_like_the_workers():
+    topo = load_model_file(Topology, DISAGG_70B)
+    assert _frontend(topo)["podTemplate"]["spec"]["initContainers"] == [
+        model_cache.wait_for_cache(topo)]
+    existing = _topology(model_cache={"existing": True, "pvc": "models"})
+    assert "initContainers" not in _frontend(existing)["podTemplate"]["spec"]
+
+
+def test_the_download_script_is_valid_sh():
+    import subprocess
+
+    for graph in (DISAGG_70B, GRAPHS / "demo.yaml"):
+        script = model_cache.render_download_job(load_model_file(Topology, graph))[
+            "spec"]["template"]["spec"]["containers"][0]["command"][2]
+        assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0

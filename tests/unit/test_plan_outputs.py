@@ -43,6 +43,11 @@ def test_the_trtllm_topology_validates_through_the_same_loader_as_validate(plann
             pool.workers, pool.tp, pool.max_batch)
 
 
+def test_the_planned_topology_carries_the_rate_its_frontend_is_sized_for(planned):
+    topo = plan_topology(planned.chosen, planned.request, planned.workload)
+    assert topo.frontend.planned_rate_per_s == round(planned.chosen.rate, 2)
+
+
 def test_the_mock_topology_times_the_mocker_with_the_plans_profile(planned, profile, tmp_path):
     topo = plan_topology(planned.chosen, planned.request, planned.workload, mock=True,
                          profile=profile)

@@ -65,7 +65,9 @@ def test_the_sbatch_script_starts_one_agent_per_node_and_no_process_itself():
     script = render_sbatch_script(DISAGG_70B)
     agents = _lines(script, " -m dis_serve agent ")
     assert len(agents) == 6 and all("--overlap" in line for line in agents)
-    assert not _lines(script, "dynamo.") and not _lines(script, "etcd --")
+    # Only comments name the worker lines the agents run (render/mpi_launch.py).
+    commands = [line for line in script.splitlines() if not line.startswith("#")]
+    assert not _lines("\n".join(commands), "dynamo.") and not _lines(script, "etcd --")
     assert "wait -n" not in script and "curl" not in script
 
 
@@ -102,25 +104,35 @@ def test_the_readme_lists_the_head_node_first():
     assert readme.index("node-head.sh") < readme.index("node-workers.sh")
 
 
-def test_a_container_image_gives_every_step_pyxis_flags_and_mounts_the_run_directory():
+def test_with_a_container_image_each_trtllm_worker_is_an_mpi_step_in_it_and_agents_are_not():
     topo = _with(DISAGG_70B, placement={"slurm": {
-        "container_image": "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.6.1",
-        "container_mounts": ["/lustre/models:/models"]}})
-    steps = _lines(render_sbatch_script(topo), "srun --nodes=1 --ntasks=1 --nodelist=")
-    assert steps and all(
-        "--container-image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.6.1" in s
-        and '--container-mounts=/lustre/models:/models,"${RUN_DIR}":"${RUN_DIR}"' in s
-        for s in steps)
+        "container_image": "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1",
+        "container_mounts": ["/scratch:/scratch"]}})
+    plan = render_slurm_plan(topo)
+    mounts = (f"--container-mounts=/scratch:/scratch,{runtime('RUN_DIR')}:{runtime('RUN_DIR')},"
+              f"{topo.model.path}:{topo.model.path}")
+    workers = [p for n in plan.nodes for p in n.processes if p.kind is ProcessKind.WORKER]
+    assert len(workers) == 12
+    for spec in workers:
+        assert spec.argv[:2] == ["srun", "--overlap"] and "--mpi=pmix" in spec.argv
+        assert f"--nodelist={runtime(f'NODE_{spec.node}')}" in spec.argv
+        assert "--container-image=nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1" \
+            in spec.argv
+        assert mounts in spec.argv and "--no-container-entrypoint" in spec.argv
+    # An srun cannot start from inside a pyxis container: the agents run on the nodes.
+    agents = _lines(render_sbatch_script(topo), " -m dis_serve agent ")
+    assert len(agents) == 6 and not any("--container" in line for line in agents)
 
 
 def test_sbatch_options_come_from_the_placement():
     topo = _with(DISAGG_70B, placement={"slurm": {
         "partition": "h100", "account": "infer", "time_limit": "1-00:00:00",
-        "sbatch_extra": ["--exclusive"]}})
+        "container_image": "none", "sbatch_extra": ["--qos=high", "--exclusive"]}})
     script = render_sbatch_script(topo)
     for line in ("#SBATCH --partition=h100", "#SBATCH --account=infer",
-                 "#SBATCH --time=1-00:00:00", "#SBATCH --exclusive"):
+                 "#SBATCH --time=1-00:00:00", "#SBATCH --qos=high"):
         assert line in script.splitlines()
+    assert script.count("#SBATCH --exclusive") == 1
 
 
 def test_a_nats_token_is_read_at_run_time_and_never_written_into_a_script():

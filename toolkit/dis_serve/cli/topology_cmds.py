@@ -22,6 +22,8 @@ def validate(
     files: Annotated[list[Path], typer.Argument(help="Topology YAML files.")],
 ) -> None:
     """Check topology files (schema, parallelism, GPU budget, memory, ports). Starts nothing."""
+    from ..render.cluster_plan import checkpoint_warning
+    from ..render.model_cache import unpinned_revision_warning
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
@@ -32,6 +34,9 @@ def validate(
         console.print(f"ok {path}: {topo.name} ({topo.backend.value}, {topo.mode.value}: "
                       f"{pools}; {topo.total_gpus}/{topo.hardware.total_gpus} GPUs)",
                       markup=False)
+        for warning in (unpinned_revision_warning(topo), checkpoint_warning(topo)):
+            if warning is not None:
+                console.print(f"warning: {warning}", markup=False)
         if topo.placement.kind.multi_node:
             _print_placement(topo)
         # The same warnings `up` prints, before anyone starts the graph.

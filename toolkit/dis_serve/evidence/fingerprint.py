@@ -60,8 +60,8 @@ class ModelEvidence(_Frozen):
     id: str
     served_name: str
     revision: str | None = Field(
-        description="The Hugging Face revision: the topology's model_cache.revision, else "
-                    "the local hub cache's refs/main; None when neither says.")
+        description="The Hugging Face revision: the commit model.revision pins, else the "
+                    "local hub cache's commit for it (refs/main), else model.revision itself.")
 
 
 class TopologyEvidence(_Frozen):
@@ -127,7 +127,9 @@ def sha256_text(text: str) -> str:
 def topology_evidence(topo: Topology, file: SourceFile | None,
                       revision: str | None) -> TopologyEvidence:
     from ..render.engine_config import dump_engine_config, render_engine_configs
+    from ..render.model_cache import COMMIT_RE
 
+    pinned = topo.model.revision if COMMIT_RE.fullmatch(topo.model.revision) else None
     engine_configs = {}
     if topo.backend.uses_engine_config:
         engine_configs = {role.value: sha256_text(dump_engine_config(config))
@@ -135,7 +137,7 @@ def topology_evidence(topo: Topology, file: SourceFile | None,
     return TopologyEvidence(
         name=topo.name, file=file, digest=topo.digest, engine_configs=engine_configs,
         model=ModelEvidence(id=topo.model.id, served_name=topo.model.name,
-                            revision=topo.kubernetes.model_cache.revision or revision),
+                            revision=pinned or revision or topo.model.revision),
         settings=flatten(topo.model_dump(mode="json")))
 
 

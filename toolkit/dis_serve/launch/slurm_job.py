@@ -22,7 +22,6 @@ from ..render.slurm import (
     STARTED_FILE,
     render_sbatch_script,
     render_slurm_plan,
-    slurm_settings,
 )
 from ..topology import PlacementKind, Topology
 from .graph import local_model_dir, write_worker_inputs
@@ -52,12 +51,12 @@ def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
     run.remove(_EPHEMERAL)
     run.prepare()
     root = str(run.path)
-    in_container = slurm_settings(topo).container_image is not None
-    kwargs: dict[str, str | None] = {"model_path": local_model_dir(topo)}
-    if not in_container:
-        binaries = find_binaries(topo)
-        kwargs |= {"python": sys.executable, "etcd_bin": binaries.etcd,
-                   "nats_bin": binaries.nats}
+    # The agents, etcd, NATS and the frontend run on the nodes from this virtual environment
+    # (on shared storage, like the run directory); TensorRT-LLM workers in their container.
+    binaries = find_binaries(topo)
+    kwargs: dict[str, str | None] = {"model_path": local_model_dir(topo),
+                                     "python": sys.executable, "etcd_bin": binaries.etcd,
+                                     "nats_bin": binaries.nats}
     plan = render_slurm_plan(topo, run_dir=root, **kwargs)
     write_worker_inputs(topo, run.path, plan.model_path if plan.needs_model_card else None)
     (run.path / SCRIPT_FILE).write_text(render_sbatch_script(topo, run_dir=root, **kwargs))

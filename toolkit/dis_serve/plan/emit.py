@@ -68,6 +68,8 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
         "mode": plan.mode.value,
         "pools": pools,
         "kv_cache": {"block_size": BLOCK_SIZE},
+        # What the Kubernetes frontend's CPU is sized for.
+        "frontend": {"planned_rate_per_s": round(plan.rate, 2)},
     }
     if request.price_per_gpu_hour is not None:
         data["hardware"]["price_per_gpu_hour"] = request.price_per_gpu_hour

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import NodeLayout, node_layout, worker_slots
-from ..topology import EtcdMode, NatsMode, Topology
+from ..topology import Backend, EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
 from .engine_config import ENGINE_CONFIG_DIR
 from .launch_plan import (
@@ -25,6 +25,7 @@ from .launch_plan import (
     worker_spec,
 )
 from .launch_plan import frontend_spec as _frontend_spec
+from .mpi_launch import NVIDIA_WORKER_ENV
 
 # The plan as JSON in the run directory, where each node's agent reads its share.
 CLUSTER_PLAN_FILE = "cluster-plan.json"
@@ -71,9 +72,21 @@ class ClusterPlan(BaseModel):
         return next(n for n in self.nodes if n.head)
 
 
+def checkpoint_warning(topo: Topology) -> str | None:
+    """`validate`'s warning for a TensorRT-LLM graph on several nodes without model.path."""
+    if topo.backend is not Backend.TRTLLM or topo.model.path is not None or not (
+            topo.placement.kind.multi_node or topo.hardware.nodes > 1):
+        return None
+    return (f"model.path is not set: on hosts and Slurm the workers run offline and load "
+            f"{topo.model.id} from each node's own Hugging Face cache; set model.path to the "
+            "checkpoint directory on storage every node shares")
+
+
 def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
     if ctx.model_path is not None:
         return ctx.model_path, False
+    if topo.model.path is not None:  # the checkpoint on shared storage (NVIDIA's way)
+        return topo.model.path, False
     if topo.backend.needs_model_card:
         return f"{ctx.run_dir}/model-card", True
     return topo.model.id, False
@@ -131,7 +144,10 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
         target = node_target(topo, ctx, model_path, head_address, address)
         specs = _head_processes(topo, ctx, target, address) if node.head else []
         for slot in node.workers:
-            specs.append(worker_spec(topo, slot, target, ports[slot.name]))
+            spec = worker_spec(topo, slot, target, ports[slot.name])
+            if topo.backend is Backend.TRTLLM:  # NVIDIA's H100 worker environment
+                spec = spec.model_copy(update={"env": {**NVIDIA_WORKER_ENV, **spec.env}})
+            specs.append(spec)
         nodes.append(NodeProcesses(index=node.index, name=node.name, address=address,
                                    head=node.head, processes=specs))
     http_host = _frontend_host(topo, head_address)

@@ -70,7 +70,8 @@ def render_engine_config(topo: Topology, role: PoolRole,
     })
     if pool.free_gpu_memory_fraction is not None:  # else the role template's share holds
         kv["free_gpu_memory_fraction"] = pool.free_gpu_memory_fraction
-    if "cuda_graph_config" in config:  # the role's template decides whether it captures
+    # The role's template decides whether it captures; null (not absence) is TRT-LLM's "off".
+    if config.get("cuda_graph_config") is not None:
         config["cuda_graph_config"]["batch_sizes"] = cuda_graph_batch_sizes(pool.max_batch_size)
     if topo.mode is Mode.DISAGG:
         config["cache_transceiver_config"] = {

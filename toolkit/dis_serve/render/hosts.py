@@ -11,7 +11,7 @@ text out.
 from __future__ import annotations
 
 from ..placement import node_layout
-from ..topology import NatsAuth, Topology
+from ..topology import Backend, KvInterconnect, NatsAuth, Topology
 from .cluster_plan import (
     CLUSTER_PLAN_FILE,
     ClusterContext,
@@ -20,7 +20,15 @@ from .cluster_plan import (
     render_cluster_plan,
 )
 from .launch_plan import NATS_CONFIG, NATS_TOKEN_ENV, nats_token_config
-from .shell_words import comment, private_files_lines, readable, runtime, runtime_names, word
+from .shell_words import (
+    checkpoint_check,
+    comment,
+    private_files_lines,
+    readable,
+    runtime,
+    runtime_names,
+    word,
+)
 
 RUN_DIR = runtime("RUN_DIR")
 # Without placement.hosts the scripts take the addresses from the environment they run in.
@@ -72,6 +80,27 @@ def nats_config_lines() -> list[str]:
     return [f"printf '%s\\n' {word(config)} > {word(RUN_DIR + '/' + NATS_CONFIG)}"]
 
 
+def _worker_node_checks(topo: Topology, node: NodeProcesses) -> list[str]:
+    """Before this node's TensorRT-LLM workers start: the checkpoint is where model.path
+    says, and memory may be locked (UCX and NIXL pin the KV-cache buffers they send;
+    NVIDIA runs TRT-LLM containers with `--ulimit memlock=-1`)."""
+    if topo.backend is not Backend.TRTLLM or not any(p.role for p in node.processes):
+        return []
+    lines = ["", "# before the workers start"]
+    if (path := topo.model.path) is not None:
+        problem = (f"node {node.name}: model.path {path} has no config.json or no "
+                   "*.safetensors weights; put the checkpoint on storage every node mounts")
+        lines.append(f"{checkpoint_check(path)} || "
+                     f"{{ echo {word(problem)} >&2; exit 1; }}")
+    rdma = topo.placement.interconnect is KvInterconnect.RDMA
+    lines.append('if [ "$(ulimit -l)" != unlimited ]; then echo '
+                 + word(f"node {node.name}: locked memory is limited to ") + '"$(ulimit -l)"'
+                 + word(" KiB; UCX/NIXL pin KV-cache buffers: raise it (ulimit -l "
+                               "unlimited, or memlock in /etc/security/limits.conf)")
+                 + " >&2" + ("; exit 1" if rdma else "") + "; fi")
+    return lines
+
+
 def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -> str:
     """Checks what the node needs from its environment, then hands over to the node's agent
     (`dis-serve agent`), which starts, waits for, heals and stops its processes."""
@@ -91,6 +120,7 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
     ]
     if node.head and topo.coordination.nats.auth is not None:
         lines += nats_config_lines()
+    lines += _worker_node_checks(topo, node)
     lines += [
         "# The agent reads cluster-plan.json and topology.json beside this script, makes the",
         "# mocker's model card if it is missing, and stops this node's processes in order on",

@@ -40,6 +40,7 @@ from .model_cache import (
     cache_volume,
     claim_name,
     marker_path,
+    model_path,
     offline_env,
     render_claim,
     render_download_job,
@@ -60,34 +61,40 @@ def router_policy_map_name(topo: Topology) -> str:
 
 def target_params(topo: Topology) -> TargetParams:
     """In the cluster the frontend serves the Service, so it binds all interfaces; the
-    operator supplies the namespace and the discovery endpoints; workers load the model by
-    id (from the model cache) and read their engine configs (and the frontend its router
-    policy) from ConfigMaps."""
+    operator supplies the namespace and the discovery endpoints; workers load the model from
+    the model cache (by id, or a pinned commit's snapshot directory) and read their engine
+    configs (and the frontend its router policy) from ConfigMaps."""
     policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
     return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
-                        model_path=topo.model.id, engine_config_dir=ENGINE_CONFIG_MOUNT,
+                        model_path=model_path(topo), engine_config_dir=ENGINE_CONFIG_MOUNT,
                         router_policy_config=policy)
 
 
 def _frontend_component(topo: Topology) -> dict[str, Any]:
     target = target_params(topo)
+    # The model cache at the workers' own path: the frontend reads the tokenizer and config
+    # files where each worker registered them (model_cache.py says why).
     container: dict[str, Any] = {
         "name": "main", "image": image_ref(topo),
         "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
+        "env": offline_env(),
         "ports": [{"name": "http", "containerPort": HTTP_PORT}],
         **frontend_probes("http"),
         "resources": frontend_resources(topo),
         "securityContext": container_security_context(topo, rdma=False),
+        "volumeMounts": [cache_mount(read_only=True)],
     }
     pod_spec: dict[str, Any] = {"securityContext": pod_security_context(topo),
-                                "containers": [container]}
+                                "containers": [container], "volumes": [cache_volume(topo)]}
+    if (wait := wait_for_cache(topo)) is not None:
+        pod_spec["initContainers"] = [wait]
     if topo.router.policy_config:
         # The policy file lives on the user's machine: it travels as a ConfigMap the user
         # creates from it (`render` prints the command), mounted where the flag points.
-        container["volumeMounts"] = [{"name": "router-policy", "mountPath": ROUTER_POLICY_MOUNT,
-                                      "readOnly": True}]
-        pod_spec["volumes"] = [{"name": "router-policy",
-                                "configMap": {"name": router_policy_map_name(topo)}}]
+        container["volumeMounts"].append({"name": "router-policy",
+                                          "mountPath": ROUTER_POLICY_MOUNT, "readOnly": True})
+        pod_spec["volumes"].append({"name": "router-policy",
+                                    "configMap": {"name": router_policy_map_name(topo)}})
     return {"name": "Frontend", "type": "frontend", "replicas": 1,
             "podTemplate": {"spec": pod_spec}}
 
@@ -193,7 +200,8 @@ def operator_notes(topo: Topology) -> list[str]:
         "Service: the operator gives the frontend a ClusterIP Service of its own.",
     ]
     if render_download_job(topo) is not None:
-        notes.append(f"model cache: workers wait (init container) until the Job fills claim "
+        notes.append(f"model cache: the frontend and the workers wait (init container) "
+                     f"until the Job fills claim "
                      f"{claim_name(topo)} and writes {marker_path(topo)}; they run offline. "
                      "A Job's pod template cannot change: delete the Job before applying a "
                      "new model or revision.")

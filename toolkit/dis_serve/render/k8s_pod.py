@@ -30,6 +30,16 @@ WORKER_GRACE_S = 600
 CPUS_PER_GPU = 8
 MEMORY_GIB_PER_GPU = 32
 FRONTEND_RESOURCES = {"cpu": "4", "memory": "8Gi"}
+# Frontend CPU per request, fitted to benchmarks/baselines/frontend-cpu.json
+# (benchmarks/frontend_cpu.py: the mocker demo graph, KV router, streaming chat, an open-loop
+# load at 2, 5 and 10 requests/s). At the lowest rate, where a request costs the most, it was
+# 26.2 ms for 1,008 prompt + 128 completion tokens and 42.4 ms for 3,008 + 500: 18.4 ms per
+# request plus 6.8 us per token (tokenising, block hashing for the router, detokenising).
+FRONTEND_CPU_S_PER_REQUEST = 0.0184
+FRONTEND_CPU_S_PER_TOKEN = 6.8e-6
+# Twice the planned mean: arrivals come in bursts, and the measurement was on a quiet graph.
+FRONTEND_CPU_HEADROOM = 2.0
+FRONTEND_MIN_CPU = 1.0
 # A mocker worker simulates its engine on one core and holds a tokenizer.
 MOCKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
 PLANNER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
@@ -75,9 +85,20 @@ def _requests_and_limits(values: dict[str, str]) -> dict[str, dict[str, str]]:
     return {"requests": dict(values), "limits": dict(values)}
 
 
+def frontend_cpu(topo: Topology) -> str:
+    """The frontend's CPUs for the graph's planned rate, in half-CPU steps (4 unplanned)."""
+    rate = topo.frontend.planned_rate_per_s
+    if rate is None:
+        return FRONTEND_RESOURCES["cpu"]
+    tokens = topo.model.max_input_tokens + topo.model.max_output_tokens
+    cores = rate * (FRONTEND_CPU_S_PER_REQUEST + FRONTEND_CPU_S_PER_TOKEN * tokens)
+    cores = max(FRONTEND_MIN_CPU, math.ceil(2 * cores * FRONTEND_CPU_HEADROOM) / 2)
+    return str(int(cores)) if cores.is_integer() else f"{int(cores * 1000)}m"
+
+
 def frontend_resources(topo: Topology) -> dict[str, dict[str, str]]:
     own = topo.kubernetes.frontend_resources
-    return _requests_and_limits({"cpu": own.cpu or FRONTEND_RESOURCES["cpu"],
+    return _requests_and_limits({"cpu": own.cpu or frontend_cpu(topo),
                                  "memory": own.memory or FRONTEND_RESOURCES["memory"]})
 
 

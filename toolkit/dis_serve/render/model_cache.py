@@ -7,7 +7,12 @@ own container disk, and a startup probe that fires first makes it start over.
 
 Here the workers also run offline (HF_HUB_OFFLINE=1): a worker can read the cache, never
 download, and an init container holds it until the Job has written its completion marker.
-Pure: returns Python objects.
+The frontend mounts the same claim at the same path, read-only and offline too: Dynamo's
+frontend reads the tokenizer and config files at the paths each worker registers
+(lib/llm/src/model_card.rs) and, where they do not exist in its own pod, falls back to
+downloading `hf://<id>/...`, which an air-gapped cluster (or a gated model without the token)
+refuses; NVIDIA's recipes/llama-3-70b/vllm/disagg-multi-node/deploy.yaml mounts the cache on
+its Frontend for this. Pure: returns Python objects.
 """
 
 from __future__ import annotations
@@ -27,6 +32,14 @@ MARKER_DIR = f"{CACHE_MOUNT}/.dis-serve"
 VOLUME = "model-cache"
 # The mocker needs the tokenizer and config only, all JSON files in a Hugging Face repository.
 TOKENIZER_FILES = "*.json"
+# NVIDIA's recipes/llama-3-70b/model-cache/model-download.yaml downloads with hf_transfer
+# (HF_HUB_ENABLE_HF_TRANSFER=1, the package pip-installed in the Job). huggingface_hub 1.x
+# no longer uses hf_transfer (its constants.py warns the variable is ignored) and reaches the
+# same speed through hf_xet with HF_XET_HIGH_PERFORMANCE=1: the Job sets both, so whichever
+# hub the image ships downloads in parallel.
+HF_TRANSFER = "hf_transfer==0.1.9"
+HF_TRANSFER_DIR = f"{MARKER_DIR}/pip"
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 
 def local_path_problem(topo: Topology) -> str | None:
@@ -68,9 +81,29 @@ def claim_size(topo: Topology) -> str:
 
 
 def marker_path(topo: Topology) -> str:
-    revision = topo.kubernetes.model_cache.revision or "main"
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "--", f"{topo.model.id}@{revision}")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "--", f"{topo.model.id}@{topo.model.revision}")
     return f"{MARKER_DIR}/{slug}.done"
+
+
+def model_path(topo: Topology) -> str:
+    """What the pods pass as --model. A pinned commit: its snapshot directory in the cache, as
+    NVIDIA's disagg-multi-node recipe does (offline, the hub resolves an id through
+    refs/<revision>, and `hf download --revision <commit>` writes no ref). A branch: the id,
+    which the offline hub resolves through the ref the Job wrote."""
+    model_id = topo.model.id
+    if not downloads(topo) or not COMMIT_RE.fullmatch(topo.model.revision):
+        return model_id
+    return f"{HF_HOME}/hub/models--{model_id.replace('/', '--')}/snapshots/{topo.model.revision}"
+
+
+def unpinned_revision_warning(topo: Topology) -> str | None:
+    """`validate`'s warning when the download Job would fetch a moving branch."""
+    if not downloads(topo) or not topo.backend.needs_gpu or COMMIT_RE.fullmatch(
+            topo.model.revision):
+        return None
+    return (f"model.revision is {topo.model.revision!r}: the Kubernetes download Job fetches "
+            f"whatever {topo.model.id} holds when it runs, so two clusters (or a re-run) can "
+            "serve different weights; set model.revision to a commit hash")
 
 
 def render_claim(topo: Topology) -> dict[str, Any] | None:
@@ -91,17 +124,19 @@ def render_claim(topo: Topology) -> dict[str, Any] | None:
 
 
 def _download_script(topo: Topology) -> str:
-    argv = ["hf", "download", topo.model.id,
-            "--revision", topo.kubernetes.model_cache.revision or "main"]
-    if not topo.backend.needs_gpu:
+    argv = ["hf", "download", topo.model.id, "--revision", topo.model.revision]
+    steps = [shlex.join(["mkdir", "-p", MARKER_DIR])]
+    if topo.backend.needs_gpu:
+        # Kept on the claim, so a re-run does not fetch it again; a failed install (no PyPI
+        # from the cluster) downloads without it rather than failing the Job.
+        install = shlex.join(["python3", "-m", "pip", "install", "--quiet", "--no-cache-dir",
+                              "--target", HF_TRANSFER_DIR, HF_TRANSFER])
+        steps.append(f"if {install}; then export PYTHONPATH={shlex.quote(HF_TRANSFER_DIR)} "
+                     "HF_HUB_ENABLE_HF_TRANSFER=1; fi")
+    else:
         argv += ["--include", TOKENIZER_FILES]
-    marker = marker_path(topo)
-    return " && ".join([
-        "set -eu",
-        shlex.join(argv),
-        shlex.join(["mkdir", "-p", MARKER_DIR]),
-        shlex.join(["touch", marker]),
-    ])
+    steps += [shlex.join(argv), shlex.join(["touch", marker_path(topo)])]
+    return "set -eu; " + " && ".join(steps)
 
 
 def render_download_job(topo: Topology) -> dict[str, Any] | None:
@@ -116,7 +151,8 @@ def render_download_job(topo: Topology) -> dict[str, Any] | None:
         "command": ["sh", "-c", _download_script(topo)],
         # The token reaches this Job only; workers run offline and never see it.
         "envFrom": [{"secretRef": {"name": cache.hf_token_secret}}],
-        "env": [{"name": "HF_HOME", "value": HF_HOME}],
+        "env": [{"name": "HF_HOME", "value": HF_HOME},
+                {"name": "HF_XET_HIGH_PERFORMANCE", "value": "1"}],
         "volumeMounts": [{"name": VOLUME, "mountPath": CACHE_MOUNT}],
         "resources": {"requests": {"cpu": "2", "memory": "8Gi"},
                       "limits": {"cpu": "2", "memory": "8Gi"}},
@@ -142,10 +178,13 @@ def cache_volume(topo: Topology) -> dict[str, Any]:
     return {"name": VOLUME, "persistentVolumeClaim": {"claimName": claim_name(topo)}}
 
 
-def cache_mount() -> dict[str, Any]:
-    # Read-write: transformers and the hub client write lock files and their modules cache
-    # under HF_HOME even when offline.
-    return {"name": VOLUME, "mountPath": CACHE_MOUNT}
+def cache_mount(*, read_only: bool = False) -> dict[str, Any]:
+    # Workers read-write: transformers and the hub client write lock files and their modules
+    # cache under HF_HOME even when offline. The frontend (Rust) only reads the files.
+    mount: dict[str, Any] = {"name": VOLUME, "mountPath": CACHE_MOUNT}
+    if read_only:
+        mount["readOnly"] = True
+    return mount
 
 
 def offline_env() -> list[dict[str, str]]:

@@ -76,6 +76,12 @@ def command_words(spec: ProcessSpec) -> str:
     return f"env {env} {command}" if env else command
 
 
+def checkpoint_check(path: str) -> str:
+    """A bash condition: `path` is a checkpoint directory (config.json and safetensors)."""
+    quoted = shlex.quote(path)
+    return f"test -f {quoted}/config.json && compgen -G {quoted}'/*.safetensors' >/dev/null"
+
+
 def readable(text: str) -> str:
     """Text for a comment or a README: run-time variables shown as $NAME, and on one line
     (a line break in a value must never end a comment and start a command)."""

@@ -2,8 +2,11 @@
 
 The job resolves its nodes from the allocation (the first is the head) and each node's
 cluster-facing address on the node itself (written to `addresses` in the run directory),
-then starts one `dis-serve agent` per node as an `srun` step (container flags when an image
-is given). The agents do the rest (launch/agent.py): start, wait within the model's startup
+then starts one `dis-serve agent` per node as an `srun` step. The agent runs on the node
+itself from the submitting virtual environment (shared storage, like the run directory): a
+TensorRT-LLM worker it starts is its own `srun` step of TP MPI ranks inside NVIDIA's
+container (render/mpi_launch.py), since an srun cannot be started from inside a pyxis
+container. The agents do the rest (launch/agent.py): start, wait within the model's startup
 budget, heal and stop each node's processes; the head's writes `endpoint` once every worker
 is registered. On scancel or the time limit the script passes SIGTERM to every agent. No
 wait, restart or stop logic lives in bash. Pure: text out.
@@ -11,10 +14,11 @@ wait, restart or stop logic lives in bash. Pure: text out.
 
 from __future__ import annotations
 
-from ..topology import SlurmPlacement, Topology
+from ..topology import Backend, SlurmPlacement, Topology
 from .cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
 from .hosts import nats_config_lines, token_lines
-from .shell_words import comment, echo_line, private_files_lines, runtime, word
+from .mpi_launch import uses_mpi_launch, worker_launch_argv
+from .shell_words import checkpoint_check, comment, echo_line, private_files_lines, runtime, word
 
 ENDPOINT_FILE = "endpoint"
 # NODE_ADDR_<i>=<address> per line: what `dis-serve up` probes the processes at.
@@ -39,44 +43,70 @@ def render_slurm_plan(topo: Topology, *, run_dir: str | None = None,
                       nats_bin: str = "nats-server", model_path: str | None = None) -> ClusterPlan:
     """`run_dir` None: the directory sbatch was called from (or $DIS_SERVE_RUN_DIR)."""
     nodes = len(topo.node_gpus())
-    return render_cluster_plan(topo, ClusterContext(
+    plan = render_cluster_plan(topo, ClusterContext(
         run_dir=run_dir or runtime("RUN_DIR"),
         node_addresses=[runtime(node_address_var(i)) for i in range(nodes)],
         python=python, etcd_bin=etcd_bin, nats_bin=nats_bin, model_path=model_path))
+    return _with_mpi_launch(topo, plan, run_dir or runtime("RUN_DIR"))
+
+
+def node_name_var(index: int) -> str:
+    return f"NODE_{index}"
+
+
+def _with_mpi_launch(topo: Topology, plan: ClusterPlan, run_dir: str) -> ClusterPlan:
+    """The plan whose TensorRT-LLM workers the agents start as NVIDIA does: one srun step of
+    TP MPI ranks on the worker's node (render/mpi_launch.py). Their output is the agent's
+    log of that worker (no --output)."""
+    def launched(spec):
+        if not uses_mpi_launch(topo, spec):
+            return spec
+        argv = worker_launch_argv(topo, spec, node=runtime(node_name_var(spec.node)),
+                                  run_dir=run_dir, log=None)
+        return spec.model_copy(update={"argv": argv})
+
+    nodes = [node.model_copy(update={"processes": [launched(p) for p in node.processes]})
+             for node in plan.nodes]
+    return plan.model_copy(update={"nodes": nodes})
 
 
 def _sbatch_lines(topo: Topology) -> list[str]:
     slurm = slurm_settings(topo)
+    gpus = slurm.gpus_per_node
+    if gpus is None and topo.backend.needs_gpu:
+        gpus = topo.hardware.gpus_per_node
+    trtllm = topo.backend is Backend.TRTLLM
+    # TensorRT-LLM: a task slot per GPU for the workers' MPI ranks, as srt-slurm's
+    # templates/job_script_minimal.j2 asks for trtllm (--ntasks-per-node = GPUs per node).
+    tasks = gpus if trtllm and gpus else 1
     options = [f"--job-name={slurm.job_name or 'dis-serve-' + topo.name}",
-               f"--nodes={len(topo.node_gpus())}", "--ntasks-per-node=1",
+               f"--nodes={len(topo.node_gpus())}", f"--ntasks-per-node={tasks}",
                f"--time={slurm.time_limit}"]
     if slurm.partition:
         options.append(f"--partition={slurm.partition}")
     if slurm.account:
         options.append(f"--account={slurm.account}")
-    gpus = slurm.gpus_per_node
-    if gpus is None and topo.backend.needs_gpu:
-        gpus = topo.hardware.gpus_per_node
     if gpus:
         options.append(f"--gpus-per-node={gpus}")
+    if trtllm:
+        # Whole nodes: every CPU for the ranks' --cpus-per-task (srt-slurm's
+        # job_script_minimal.j2 --exclusive), and all of each node's memory (--mem=0, sbatch's
+        # "all memory"), where a per-CPU default would OOM-kill a 70B load.
+        options += [o for o in ("--exclusive", "--mem=0") if o not in slurm.sbatch_extra]
     options += slurm.sbatch_extra
     return [f"#SBATCH {option}" for option in options]
 
 
 def _srun_words(topo: Topology, node: NodeProcesses) -> str:
-    """`srun` for the agent step of one node. The step shares the node's CPUs with the
-    processes it starts (--overlap) and sees the node's GPUs (CUDA_VISIBLE_DEVICES picks
-    each worker's, as on the hosts target); a node without workers takes no GPU."""
-    slurm = slurm_settings(topo)
+    """`srun` for the agent step of one node, on the node itself (not in a container: the
+    workers' MPI steps are). The step shares the node's CPUs with the processes it starts
+    (--overlap) and sees the node's GPUs (CUDA_VISIBLE_DEVICES picks each worker's, as on the
+    hosts target); a node without workers takes no GPU."""
     words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{node.index}]}}"',
              f"--job-name={word('agent-' + node.name)}",
              f'--output="$LOGS/agent-{node.name}.log"', "--overlap"]
     if topo.backend.needs_gpu and not any(spec.gpus for spec in node.processes):
         words.append("--gres=none")
-    if slurm.container_image:
-        mounts = [*slurm.container_mounts, f"{runtime('RUN_DIR')}:{runtime('RUN_DIR')}"]
-        words += [f"--container-image={word(slurm.container_image)}",
-                  f"--container-mounts={word(','.join(mounts))}"]
     return " ".join(words)
 
 
@@ -105,14 +135,34 @@ def _resolve_lines(topo: Topology) -> list[str]:
         if nodes > 1:
             check += f' && [[ "${{{var}}}" != 127.* ]]'
         where = f"interface {interface}" if interface else "its host name"
-        lines.append(f'NODE_{i}="${{NODES[{i}]}}"')
-        message = echo_line(f"node {runtime(f'NODE_{i}')}: no cluster address from {where} "
+        lines.append(f'{node_name_var(i)}="${{NODES[{i}]}}"')
+        message = echo_line(f"node {runtime(node_name_var(i))}: no cluster address from {where} "
                             f"(got [{runtime(var)}]); set placement.slurm.interface",
                             stream=">&2")
         lines.append(f"{check} || {{ {message}; exit 1; }}")
-    lines.append("{ " + " ".join(f"echo \"{node_address_var(i)}=${{{node_address_var(i)}}}\";"
-                                for i in range(nodes))
+    # The agents read both: the address each process binds and the node a worker's MPI
+    # step runs on.
+    lines.append("{ " + " ".join(f"echo \"{var}=${{{var}}}\";" for i in range(nodes)
+                                for var in (node_address_var(i), node_name_var(i)))
                  + f' }} > "$RUN_DIR/{ADDRESSES_FILE}"')
+    return lines
+
+
+def _checkpoint_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
+    """Before anything starts: model.path holds config.json and weights on every worker
+    node (shared storage seen the same everywhere), else one line naming node and path."""
+    path = topo.model.path
+    if path is None:
+        return []
+    nodes = sorted({p.node for node in plan.nodes for p in node.processes if p.role})
+    lines = ["", "# model.path on each worker node"]
+    for i in nodes:
+        node = f"${{{node_name_var(i)}}}"
+        problem = word(f"model.path {path} has no config.json or no *.safetensors "
+                       "weights; put the checkpoint on storage every node mounts")
+        lines.append(f'srun --overlap --nodes=1 --ntasks=1 --gres=none --nodelist="{node}" '
+                     f'bash -c {word(checkpoint_check(path))} || '
+                     f'{{ echo "node {node}:" {problem} >&2; exit 1; }}')
     return lines
 
 
@@ -122,7 +172,11 @@ def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
     lines = ["", "AGENTS=()"]
     for node in plan.nodes:
         names = ", ".join(p.name for p in node.processes) or "nothing"
-        lines += [f"# {node.name}: {names}",
+        lines.append(f"# {node.name}: {names}")
+        lines += [f"#   {p.name}, as its agent starts it: "
+                  + comment(" ".join(word(w) for w in p.argv))
+                  for p in node.processes if uses_mpi_launch(topo, p)]
+        lines += [
                   f"{_srun_words(topo, node)} {word(python)} -m dis_serve "
                   f"agent --node {word(node.name)} \"$RUN_DIR\" &",
                   "AGENTS+=($!)"]
@@ -169,5 +223,6 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
                      f"{comment(plan.model_path)} (`dis-serve up` makes one).")
     if topo.coordination.nats.auth is not None:
         lines += nats_config_lines()
+    lines += _checkpoint_lines(topo, plan)
     lines += [*_agent_lines(topo, plan, python), ""]
     return "\n".join(lines)

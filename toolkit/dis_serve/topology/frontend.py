@@ -36,6 +36,11 @@ class Frontend(Strict):
     migration_limit: int = Field(
         default=3, ge=0, le=100,
         description="Times a request may move to another worker when its worker dies.")
+    planned_rate_per_s: float | None = Field(
+        default=None, gt=0, le=100_000,
+        description="Requests per second the graph is planned for (`dis-serve plan` writes "
+                    "its planned rate). Sizes the Kubernetes frontend's CPU from the measured "
+                    "CPU per request; unset: 4 CPUs.")
 
     @model_validator(mode="after")
     def _host_is_an_address(self) -> Frontend:

@@ -116,12 +116,17 @@ class ModelCache(Strict):
         default=None, min_length=1,
         description="StorageClass of the claim; it must offer ReadWriteMany (worker pods on "
                     "several nodes mount it). Default: the cluster's default class.")
-    revision: Revision | None = Field(
-        default=None,
-        description="Hugging Face revision the download Job fetches (a commit pins it).")
     hf_token_secret: K8sName = Field(
         default="hf-token-secret",
         description="Secret with HF_TOKEN, read by the download Job only.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _revision_moved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "revision" in data:
+            raise ValueError("kubernetes.model_cache.revision moved to model.revision (every "
+                             "target reads it); write it there")
+        return data
 
 
 class ServiceExposure(StrEnum):
@@ -190,7 +195,8 @@ class Kubernetes(Strict):
     security: PodSecurity = Field(default_factory=PodSecurity, description="Pod identity.")
     frontend_resources: ComputeResources = Field(
         default_factory=ComputeResources,
-        description="Frontend CPU/memory (default: 4 CPUs, 8Gi).")
+        description="Frontend CPU/memory (default: CPU from frontend.planned_rate_per_s, "
+                    "else 4 CPUs; 8Gi).")
     worker_resources: ComputeResources = Field(
         default_factory=ComputeResources,
         description="Worker CPU/memory (default: 8 CPUs and 32Gi per GPU, at least twice "

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from ..catalog import GPUS, GpuType, ModelArchitecture, find_known_model
 from .base import Strict
 from .enums import KvCacheDtype, WeightDtype
+from .kubernetes import Revision
 
 # The frontend names a file after the served model name, and one path component holds 255
 # bytes (NAME_MAX): measured with Dynamo 1.6.1, a 255-byte name serves, a 256-byte one never
@@ -68,6 +69,18 @@ class Model(Strict):
         default=4096, gt=0, description="Longest prompt the graph must accept, in tokens.")
     max_output_tokens: int = Field(
         default=1024, gt=0, description="Longest completion the graph must produce, in tokens.")
+    revision: Revision = Field(
+        default="main",
+        description="Hugging Face revision of model.id that gets downloaded (the Kubernetes "
+                    "download Job). A commit hash pins the weights; `main` is whatever the "
+                    "repository holds when the download runs (validate warns).")
+    path: str | None = Field(
+        default=None, min_length=1,
+        description="Checkpoint directory on storage every node shares (hosts and Slurm): "
+                    "the workers load it as --model, inside a container it is mounted at "
+                    "the same path, and each node checks config.json and the weights are "
+                    "there before its workers start. Default: model.id through the Hugging "
+                    "Face cache.")
 
     @model_validator(mode="after")
     def _check_names(self) -> Model:

@@ -81,11 +81,22 @@ class SlurmPlacement(Strict):
         description="GPUs to request per node (default: hardware.gpus_per_node for GPU "
                     "backends, 0 for the mocker).")
     container_image: str | None = Field(
-        default=None,
-        description="Container image for every step (pyxis/enroot: srun --container-image).")
+        default=None, min_length=1,
+        description="Container image for every step (pyxis/enroot: srun --container-image), "
+                    "e.g. nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1 or the .sqsh "
+                    "`enroot import` made of it. Required for TensorRT-LLM graphs; `none` "
+                    "runs every step on the nodes' own software (bare metal).")
     container_mounts: list[str] = Field(
         default_factory=list,
-        description="srun --container-mounts entries (SRC:DST), e.g. the model cache.")
+        description="More srun --container-mounts entries (SRC:DST); the run directory and "
+                    "model.path are mounted at their own paths already.")
+    cpus_per_gpu: int = Field(
+        default=8, ge=1, le=256,
+        description="CPUs per TensorRT-LLM rank (srun --cpus-per-task; one rank per GPU).")
+    ucx_net_devices: str | None = Field(
+        default=None, min_length=1,
+        description="UCX_NET_DEVICES for the KV transfer (e.g. mlx5_0:1,mlx5_1:1). Default: "
+                    "unset, UCX uses every device it finds.")
     interface: str | None = Field(
         default=None,
         description="Network interface whose IPv4 address each node listens on and "

@@ -7,6 +7,10 @@ RUN_DIR="${DIS_SERVE_RUN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 : "${HEAD_ADDRESS:?set HEAD_ADDRESS to the cluster address of the head node}"
 : "${NODE_ADDRESS:?set NODE_ADDRESS to the cluster address of the node this script runs on}"
 export HEAD_ADDRESS NODE_ADDRESS
+
+# before the workers start
+test -f /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8/config.json && compgen -G /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8'/*.safetensors' >/dev/null || { echo 'node node1: model.path /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8 has no config.json or no *.safetensors weights; put the checkpoint on storage every node mounts' >&2; exit 1; }
+if [ "$(ulimit -l)" != unlimited ]; then echo 'node node1: locked memory is limited to '"$(ulimit -l)"' KiB; UCX/NIXL pin KV-cache buffers: raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf)' >&2; fi
 # The agent reads cluster-plan.json and topology.json beside this script, makes the
 # mocker's model card if it is missing, and stops this node's processes in order on
 # Ctrl-C or SIGTERM. It first waits for etcd and NATS on the head node.

@@ -1,0 +1,161 @@
+"""TensorRT-LLM workers on Slurm as NVIDIA launches them: one MPI job of TP ranks per worker,
+in NVIDIA's container, loading the checkpoint from shared storage. pyxis cannot run here, so
+these read the srun lines each node's agent runs (the Slurm plan's worker argv, as a shell
+reads it) word by word."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+
+from conftest import GRAPHS
+from dis_serve.render.hosts import render_hosts_files
+from dis_serve.render.launch_plan import ProcessSpec
+from dis_serve.render.mpi_launch import NVIDIA_WORKER_ENV, worker_launch_argv
+from dis_serve.render.shell_words import word
+from dis_serve.render.slurm import render_sbatch_script, render_slurm_plan
+from dis_serve.topology import Topology
+from dis_serve.yaml_input import load_model_file
+
+DISAGG_70B = load_model_file(Topology, GRAPHS / "llama70b-h100-disagg.yaml")
+IMAGE = "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1"
+
+
+def _with(topo: Topology, **changes) -> Topology:
+    data = copy.deepcopy(topo.model_dump(mode="json", exclude_unset=True)) | changes
+    return Topology.model_validate(data)
+
+
+def _steps(topo: Topology) -> dict[str, list[str]]:
+    """Each MPI-launched worker's srun words, by name, as its agent runs them."""
+    plan = render_slurm_plan(topo)
+    return {p.name: shlex.split(" ".join(word(w) for w in p.argv))
+            for node in plan.nodes for p in node.processes if p.argv[0] == "srun"}
+
+
+def _options(words: list[str]) -> list[str]:
+    return words[:words.index("env")]
+
+
+def _worker(topo: Topology, name: str) -> ProcessSpec:
+    plan = render_slurm_plan(topo)
+    return next(p for node in plan.nodes for p in node.processes if p.name == name)
+
+
+def test_every_worker_is_one_mpi_job_of_tp_ranks_on_its_own_node():
+    steps = _steps(DISAGG_70B)
+    workers = {name: words for name, words in steps.items() if "dynamo.trtllm" in words}
+    assert len(workers) == 12
+    for name, words in workers.items():
+        options = _options(words)
+        for flag in ("--mpi=pmix", "--oversubscribe", "--cpu-bind=none", "--nodes=1",
+                     "--ntasks=4", "--ntasks-per-node=4", "--cpus-per-task=8"):
+            assert flag in options, (name, flag)
+        node = _worker(DISAGG_70B, name).node
+        assert f"--nodelist=${{NODE_{node}}}" in options
+
+
+def test_trtllm_llmapi_launch_runs_the_dynamo_worker_in_each_rank():
+    words = _steps(DISAGG_70B)["decode-3"]
+    launch = words.index("trtllm-llmapi-launch")
+    assert words[launch + 1:launch + 4] == ["python3", "-m", "dynamo.trtllm"]
+    assert "--tensor-parallel-size" in words[launch:]
+
+
+def test_workers_run_in_nvidias_container_with_the_checkpoint_mounted_at_its_path():
+    path = DISAGG_70B.model.path
+    for name, words in _steps(DISAGG_70B).items():
+        options = _options(words) if "env" in words else words
+        assert f"--container-image={IMAGE}" in options, name
+        assert "--no-container-entrypoint" in options and "--no-container-mount-home" in options
+        mounts = next(w for w in options if w.startswith("--container-mounts="))
+        assert f"{path}:{path}" in mounts.split("=", 1)[1].split(","), name
+    decode = _steps(DISAGG_70B)["decode-0"]
+    assert decode[decode.index("--model") + 1] == path
+
+
+def test_workers_get_the_environment_every_nvidia_h100_recipe_sets():
+    words = _steps(DISAGG_70B)["prefill-1"]
+    env = words[words.index("env") + 1:words.index("trtllm-llmapi-launch")]
+    for key, value in NVIDIA_WORKER_ENV.items():
+        assert f"{key}={value}" in env
+    assert "CUDA_VISIBLE_DEVICES=4,5,6,7" in env
+    assert not any(e.startswith("UCX_NET_DEVICES=") for e in env)
+    topo = _with(DISAGG_70B, placement={"slurm": {"container_image": IMAGE,
+                                                  "ucx_net_devices": "mlx5_0:1,mlx5_1:1"}})
+    words = _steps(topo)["prefill-1"]
+    assert "UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1" in words
+
+
+def test_the_job_takes_whole_nodes_all_their_memory_and_a_task_slot_per_gpu():
+    lines = render_sbatch_script(DISAGG_70B).splitlines()
+    for option in ("--exclusive", "--mem=0", "--ntasks-per-node=8", "--gpus-per-node=8"):
+        assert f"#SBATCH {option}" in lines
+
+
+def test_each_worker_node_checks_the_checkpoint_before_anything_starts():
+    script = render_sbatch_script(DISAGG_70B)
+    checks = [line for line in script.splitlines() if "config.json" in line]
+    assert len(checks) == 6  # every node of the 70B graph runs workers
+    assert all("*.safetensors" in c and DISAGG_70B.model.path in c and "exit 1" in c
+               for c in checks)
+    first_step = script.index("--job-name=agent-")
+    assert all(script.index(c) < first_step for c in checks)
+
+
+def test_container_image_none_runs_bare_metal():
+    topo = _with(DISAGG_70B, placement={"slurm": {"container_image": "none"}})
+    for words in _steps(topo).values():
+        assert not any(w.startswith("--container") for w in words)
+
+
+def test_the_mocker_keeps_one_task_per_worker():
+    demo = load_model_file(Topology, GRAPHS / "demo-slurm.yaml")
+    script = render_sbatch_script(demo)
+    assert "trtllm-llmapi-launch" not in script and "--mpi=pmix" not in script
+    assert "#SBATCH --ntasks-per-node=1" in script.splitlines()
+
+
+def test_hosts_workers_stay_one_process_each_for_trtllms_own_spawn():
+    for text in render_hosts_files(DISAGG_70B).values():
+        assert "trtllm-llmapi-launch" not in text
+
+
+def test_the_rank_module_override_replaces_only_the_python_module():
+    spec = _worker(DISAGG_70B, "decode-0")
+    args = dict(node="n1", run_dir="/run", log="/run/logs/decode-0.log")
+    real = worker_launch_argv(DISAGG_70B, spec, **args)
+    stand_in = worker_launch_argv(DISAGG_70B, spec, rank_module="rank_probe", **args)
+    differing = [(a, b) for a, b in zip(real, stand_in, strict=True) if a != b]
+    assert differing == [("dynamo.trtllm", "rank_probe")]
+
+
+def test_each_hosts_worker_node_checks_the_checkpoint_and_locked_memory_before_its_agent():
+    for name, text in render_hosts_files(DISAGG_70B).items():
+        if not name.endswith(".sh"):
+            continue
+        lines = text.splitlines()
+        check = next(i for i, line in enumerate(lines) if "config.json" in line)
+        memlock = next(i for i, line in enumerate(lines) if "ulimit -l" in line)
+        agent = next(i for i, line in enumerate(lines) if " -m dis_serve agent " in line)
+        assert check < agent and memlock < agent
+        assert f"node {name.removeprefix('node-').removesuffix('.sh')}:" in lines[check]
+
+
+def test_locked_memory_is_a_hard_stop_only_when_the_kv_cache_moves_over_rdma():
+    tcp = render_hosts_files(DISAGG_70B)["node-node1.sh"]
+    rdma = render_hosts_files(_with(DISAGG_70B, placement={"interconnect": "rdma"}))[
+        "node-node1.sh"]
+    memlock = next(line for line in tcp.splitlines() if "ulimit -l" in line)
+    assert "exit 1" not in memlock
+    assert "exit 1" in next(line for line in rdma.splitlines() if "ulimit -l" in line)
+
+
+def test_validate_warns_when_a_multi_node_trtllm_graph_has_no_checkpoint_path(run_cli, tmp_path):
+    text = (GRAPHS / "llama70b-h100-disagg.yaml").read_text()
+    path = tmp_path / "t.yaml"
+    path.write_text("\n".join(line for line in text.splitlines()
+                              if not line.startswith("  path: ")) + "\n")
+    assert "warning: model.path is not set" in run_cli("validate", path).stdout
+    assert "model.path is not set" not in run_cli(
+        "validate", GRAPHS / "llama70b-h100-disagg.yaml").stdout
