@@ -1,8 +1,9 @@
-"""TensorRT-LLM workers launched exactly as the rendered sbatch line launches them, on the
+"""TensorRT-LLM workers launched exactly as their node's agent launches them (the Slurm plan's
+worker line, render/mpi_launch.py), on the
 multi-node test bed (three Slurm nodes in network namespaces, real slurmd, `srun --mpi=pmix`).
 
-Only two things stand in: the worker's final Python module (`worker_launch_argv`'s
-`rank_module`, a test override) is tests/mpi_probe/mpi_rank_probe.py, which records what each
+Only two things stand in: the worker's final Python module (the word after `-m`, swapped by
+this test) is tests/mpi_probe/mpi_rank_probe.py, which records what each
 rank sees; and `trtllm-llmapi-launch`, which TRT-LLM ships and which cannot be installed here, is
 a script that runs the command in every rank (the real one runs it in rank 0 and makes ranks
 1..TP-1 TRT-LLM's MPI workers). Each worker must be one MPI world of TP ranks, all on its node,
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from dis_serve.render.mpi_launch import NVIDIA_WORKER_ENV, worker_launch_argv
+from dis_serve.render.mpi_launch import NVIDIA_WORKER_ENV
 from dis_serve.render.shell_words import word
 from dis_serve.render.slurm import node_address_var, render_slurm_plan
 from dis_serve.topology import Topology
@@ -65,11 +66,12 @@ def _job_script(topo: Topology, run: Path, bin_dir: Path, out: Path) -> tuple[st
              f"export RANK_PROBE_DIR={out} RUN_DIR={run} LOGS={run}/logs",
              *(f"export {node_address_var(n.index)}=198.18.0.1{n.index + 1}"
                for n in plan.nodes)]
+    lines += [f"export NODE_{n.index}=n{n.index + 1}" for n in plan.nodes]
     for spec in workers.values():
-        argv = worker_launch_argv(topo, spec, node=f"n{spec.node + 1}", run_dir=str(run),
-                                  log=f"{run}/logs/{spec.name}.log",
-                                  rank_module="mpi_rank_probe")
-        lines.append(" ".join(word(w) for w in argv) + " &")
+        # The line the worker's agent runs, with only its Python module replaced.
+        argv = list(spec.argv)
+        argv[argv.index("-m") + 1] = "mpi_rank_probe"
+        lines.append(" ".join(word(w) for w in argv) + f" >{run}/logs/{spec.name}.log 2>&1 &")
     lines += ["wait", ""]
     return "\n".join(lines), workers
 
@@ -112,4 +114,5 @@ def test_each_worker_is_one_mpi_world_of_tp_ranks_on_its_node(netns_cluster, tmp
         assert all(len(r["cpu_affinity"]) > 1 for r in seen), name  # --cpu-bind=none
         for key, value in NVIDIA_WORKER_ENV.items():
             assert all(r["env"][key] == value for r in seen), (name, key)
-        assert all(r["argv"] == spec.argv[3:] for r in seen), name  # the worker's own flags
+        own_flags = spec.argv[spec.argv.index("-m") + 2:]
+        assert all(r["argv"] == own_flags for r in seen), name

@@ -11,7 +11,7 @@ import shlex
 from conftest import GRAPHS
 from dis_serve.render.hosts import render_hosts_files
 from dis_serve.render.launch_plan import ProcessSpec
-from dis_serve.render.mpi_launch import NVIDIA_WORKER_ENV, worker_launch_argv
+from dis_serve.render.mpi_launch import NVIDIA_WORKER_ENV
 from dis_serve.render.shell_words import word
 from dis_serve.render.slurm import render_sbatch_script, render_slurm_plan
 from dis_serve.topology import Topology
@@ -121,13 +121,13 @@ def test_hosts_workers_stay_one_process_each_for_trtllms_own_spawn():
         assert "trtllm-llmapi-launch" not in text
 
 
-def test_the_rank_module_override_replaces_only_the_python_module():
-    spec = _worker(DISAGG_70B, "decode-0")
-    args = dict(node="n1", run_dir="/run", log="/run/logs/decode-0.log")
-    real = worker_launch_argv(DISAGG_70B, spec, **args)
-    stand_in = worker_launch_argv(DISAGG_70B, spec, rank_module="rank_probe", **args)
-    differing = [(a, b) for a, b in zip(real, stand_in, strict=True) if a != b]
-    assert differing == [("dynamo.trtllm", "rank_probe")]
+def test_the_launch_line_wraps_the_workers_own_argv_unchanged():
+    plan = render_slurm_plan(DISAGG_70B)
+    launched = next(p for node in plan.nodes for p in node.processes if p.name == "decode-0")
+    words = launched.argv
+    assert words[words.index("trtllm-llmapi-launch") + 1:][:3] == ["python3", "-m",
+                                                                   "dynamo.trtllm"]
+    assert "--output=" not in " ".join(words)  # its agent keeps the worker's log
 
 
 def test_each_hosts_worker_node_checks_the_checkpoint_and_locked_memory_before_its_agent():

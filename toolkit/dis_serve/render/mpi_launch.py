@@ -100,13 +100,10 @@ def worker_env(topo: Topology, spec: ProcessSpec) -> dict[str, str]:
 
 
 def worker_launch_argv(topo: Topology, spec: ProcessSpec, *, node: str, run_dir: str,
-                       log: str | None, rank_module: str | None = None) -> list[str]:
+                       log: str | None) -> list[str]:
     """`srun` for the worker's TP ranks on `node` (a name or a run-time variable), inside the
     container when there is one, then `env`, `trtllm-llmapi-launch` and the worker's argv.
-
-    `rank_module` replaces the final `-m dynamo.trtllm` module, and nothing else: a test's
-    stand-in rank program records what each rank sees. Users never set it. `log` None: the
-    ranks' output goes to srun's own (the agent's log of the worker)."""
+    `log` None: the ranks' output goes to srun's own (the agent's log of the worker)."""
     tp = len(spec.gpus)
     cpus = (topo.placement.slurm or SlurmPlacement()).cpus_per_gpu
     words = ["srun", "--overlap", "--nodes=1", f"--nodelist={node}",
@@ -119,8 +116,5 @@ def worker_launch_argv(topo: Topology, spec: ProcessSpec, *, node: str, run_dir:
         words += [f"--container-image={image}", *PYXIS_FLAGS,
                   f"--container-mounts={','.join(container_mounts(topo, run_dir))}"]
     argv = list(spec.argv)
-    if rank_module is not None:
-        module = argv.index("-m") + 1
-        argv[module] = rank_module
     env = [f"{k}={v}" for k, v in sorted(worker_env(topo, spec).items())]
     return [*words, "env", *env, LLMAPI_LAUNCH, *argv]
