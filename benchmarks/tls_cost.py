@@ -108,12 +108,14 @@ def compare_argv(work: Path, topology: Path, scenario: Path, rounds: int) -> lis
 
 def run_compare(work: Path, argv: list[str]) -> tuple[list, Path]:
     out = work / "compare"
-    print("$ " + shlex.join(argv), flush=True)
+    print(f"$ {shlex.join(argv)}\n(output: {work / 'compare.log'})", flush=True)
     env = os.environ | {"DIS_SERVE_HOME": str(work / "home"), "COLUMNS": "160"}
-    done = subprocess.run(argv, env=env, check=False, capture_output=True, text=True)
-    print(done.stdout[-6000:])
-    if done.returncode:
-        raise SystemExit(f"compare failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    log = work / "compare.log"  # `tail -f` it to follow a run; its end is printed after
+    with log.open("w") as sink:
+        code = subprocess.call(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    print(log.read_text()[-6000:])
+    if code:
+        raise SystemExit(f"compare failed ({code}); its output: {log}")
     return json.loads((out / "compare.json").read_text()), out
 
 
