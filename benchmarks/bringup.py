@@ -43,7 +43,12 @@ TARGET_RATIO = 1.1  # issue 17, item 9
 def demo_topology(name: str) -> dict:
     from relocate import relocated_demo
 
-    return relocated_demo(name, BASE_PORT)
+    topo = relocated_demo(name, BASE_PORT)
+    # Like for like: the bare script cannot hand Dynamo the graph's certificates (they reach
+    # it through the supervisor's environment), so both arms run without TLS; its cost on the
+    # serving path is benchmarks/tls_cost.py's.
+    topo["security"] = {"tls": {"mode": "off"}}
+    return topo
 
 
 def first_completion(endpoint: str, model: str, deadline: float) -> None:
@@ -97,9 +102,12 @@ def bare_script(work: Path) -> Path:
                              "do sleep 0.01; done")
     body = json.dumps({"model": plan.model_name, "max_tokens": 4,
                        "messages": [{"role": "user", "content": "w3"}]})
-    lines += [f"until curl -sf -o /dev/null {plan.endpoint}/v1/chat/completions "
-              f"-H 'Content-Type: application/json' -d {shlex.quote(body)}; do sleep 0.02; done",
-              "echo SERVED", "wait"]
+    # Bounded (60 s): a graph that never serves ends the run instead of hanging it.
+    lines += ["for _ in $(seq 3000); do",
+              f"  curl -sf -o /dev/null {plan.endpoint}/v1/chat/completions "
+              f"-H 'Content-Type: application/json' -d {shlex.quote(body)} && "
+              "{ echo SERVED; wait; exit 0; }",
+              "  sleep 0.02", "done", "echo 'not served in 60 s' >&2; exit 1"]
     script = work / "bare.sh"
     script.write_text("\n".join(lines) + "\n")
     return script
