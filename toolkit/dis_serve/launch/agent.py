@@ -41,7 +41,7 @@ from ..render.cluster_plan import (
 )
 from ..render.launch_plan import ENGINE_CONFIG_DIR, LaunchPlan
 from ..render.shell_words import runtime_names
-from ..render.slurm import ADDRESSES_FILE, ENDPOINT_FILE
+from ..render.slurm import ENDPOINT_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
 from .events import describe
@@ -73,18 +73,6 @@ class NodeRunDir(RunDir):
         return self.logs / f"agent-{self.node}.log"
 
 
-def read_cluster_plan(run_dir: Path) -> ClusterPlan:
-    return ClusterPlan.model_validate_json((run_dir / CLUSTER_PLAN_FILE).read_text())
-
-
-def _addresses(run_dir: Path) -> dict[str, str]:
-    try:
-        lines = (run_dir / ADDRESSES_FILE).read_text().splitlines()
-    except OSError:
-        return {}
-    return dict(line.split("=", 1) for line in lines if "=" in line)
-
-
 def runtime_values(plan: ClusterPlan, node: str, run_dir: Path,
                    environ: dict[str, str] | None = None) -> dict[str, str]:
     """A value for every run-time variable that this node's processes and the head's use:
@@ -92,7 +80,7 @@ def runtime_values(plan: ClusterPlan, node: str, run_dir: Path,
     environment (HEAD_ADDRESS, NODE_ADDRESS of a hosts node script). UserInputError naming
     the first one missing."""
     environ = os.environ if environ is None else environ
-    found = {"RUN_DIR": str(run_dir)} | _addresses(run_dir)
+    found = {"RUN_DIR": str(run_dir)} | RunDir(run_dir).read_addresses()
     needed = [*node_processes(plan, node).processes, *plan.head.processes]
     names = runtime_names([plan.endpoint, *_strings([p.model_dump(mode="json")
                                                      for p in needed])])
@@ -181,7 +169,7 @@ def run_agent(run_dir: Path, node: str) -> int:
     (0 after a requested stop, 1 after a failure)."""
     run = NodeRunDir(run_dir.resolve(), node)
     topo = run.read_topology()
-    cluster = read_cluster_plan(run.path)
+    cluster = run.read_cluster_plan()
     own, whole = node_launch_plan(cluster, node, runtime_values(cluster, node, run.path),
                                   run.path, topo)
     run.prepare()

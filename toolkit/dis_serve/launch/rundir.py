@@ -38,7 +38,9 @@ from ..private_path import (
     open_private,
     read_own_text,
 )
+from ..render.cluster_plan import CLUSTER_PLAN_FILE, ClusterPlan
 from ..render.launch_plan import LaunchPlan
+from ..render.slurm import ADDRESSES_FILE
 from ..topology import Topology, is_valid_name
 from .status import GraphStatus
 
@@ -223,6 +225,19 @@ class RunDir:
 
     def read_plan(self) -> LaunchPlan:
         return LaunchPlan.model_validate_json(read_own_text(self.plan_file))
+
+    def read_cluster_plan(self) -> ClusterPlan:
+        """A multi-node graph's plan, what every node's agent supervises its share of."""
+        return ClusterPlan.model_validate_json((self.path / CLUSTER_PLAN_FILE).read_text())
+
+    def read_addresses(self) -> dict[str, str]:
+        """The node names and addresses a Slurm job found (NAME=value lines); {} before the
+        batch script has written them."""
+        try:
+            lines = (self.path / ADDRESSES_FILE).read_text().splitlines()
+        except OSError:
+            return {}
+        return dict(line.split("=", 1) for line in lines if "=" in line)
 
     def plan_rendered_from(self, topo: Topology) -> LaunchPlan | None:
         """The plan `up` rendered from exactly this topology, or None (no run here, or a run

@@ -14,9 +14,7 @@ from ..errors import RunError
 from ..http_client import direct_client
 from ..probes import PROBE_TIMEOUT_S, process_ready, router_view
 from ..render.cluster_plan import resolved_launch_plan
-from ..render.slurm import ADDRESSES_FILE
 from .rundir import RunDir
-from .slurm_job import read_cluster_plan
 from .slurm_jobs import JobState, SlurmJob, cancel, job_state
 from .status import GraphPhase
 
@@ -46,22 +44,14 @@ class SlurmGraphStatus(BaseModel):
         default=None, description="Seconds from sbatch to ready (scheduler included).")
 
 
-def _addresses(run: RunDir) -> dict[str, str]:
-    try:
-        lines = (run.path / ADDRESSES_FILE).read_text().splitlines()
-    except OSError:
-        return {}
-    return dict(line.split("=", 1) for line in lines if "=" in line)
-
-
 def observe(run: RunDir, job: SlurmJob, client=None) -> SlurmGraphStatus:  # httpx.Client
     """One look: the job's state, and once its addresses are known, every process's probe."""
     state = job_state(job.job_id)
-    plan = read_cluster_plan(run)
+    plan = run.read_cluster_plan()
     views = [ProcessView(name=p.name, node=p.node, ready=False)
              for n in plan.nodes for p in n.processes]
     endpoint, router, complete = None, None, False
-    addresses = _addresses(run) if state.state == "RUNNING" else {}
+    addresses = run.read_addresses() if state.state == "RUNNING" else {}
     if addresses:
         launch = resolved_launch_plan(plan, addresses, run.path)
         own = client or direct_client(PROBE_TIMEOUT_S, 0.5)

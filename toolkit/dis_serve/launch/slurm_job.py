@@ -43,10 +43,6 @@ def job_started_at(run: RunDir) -> float | None:
         return None
 
 
-def read_cluster_plan(run: RunDir) -> ClusterPlan:
-    return ClusterPlan.model_validate_json((run.path / CLUSTER_PLAN_FILE).read_text())
-
-
 def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
     run.remove(_EPHEMERAL)
     run.prepare()
