@@ -199,8 +199,6 @@ def check_ports(plan: LaunchPlan, topo: Topology) -> None:
                     f"{port_key(spec, port_name, plan)} to a free port")
 
 
-# The placements whose launch applies `security.tls` today; the others warn that it is not.
-TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
 # HTTPS on the frontend (security.tls.frontend) is not applied by any target yet.
 FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset()
 
@@ -221,10 +219,5 @@ def exposure_warnings(topo: Topology) -> list[str]:
         warnings.append("coordination.event_plane is zmq: Dynamo 1.6.1 binds its ZMQ event "
                         "publishers on 0.0.0.0 (all interfaces) whatever DYN_EVENT_PLANE_HOST "
                         "says; set event_plane: nats to keep the graph on loopback")
-    warnings += security_warnings(topo.security, off_loopback)
-    if (off_loopback is not None and topo.security.tls.mode.encrypts
-            and topo.placement.kind not in TLS_APPLIED):
-        warnings.append(f"security.tls.mode is {topo.security.tls.mode.value}, but the "
-                        f"{topo.placement.kind.value} target does not apply it yet: etcd, "
-                        f"NATS and the request plane run without TLS ({off_loopback})")
-    return warnings
+    # Every placement applies security.tls to etcd, NATS and the request plane.
+    return warnings + security_warnings(topo.security, off_loopback)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..security.pki_files import TLS_DIR, PkiPaths, pki_paths
+from ..security.pki_files import TLS_DIR, PkiPaths, node_pki_paths, pki_paths
 from ..topology.security import Security, TlsMode
 
 
@@ -28,6 +28,15 @@ def graph_pki_paths(security: Security, run_dir: Path | str) -> PkiPaths | None:
     assert tls.ca_file and tls.cert_file and tls.key_file
     return PkiPaths(ca_cert=tls.ca_file, server_cert=tls.cert_file, server_key=tls.key_file,
                     client_cert=tls.cert_file, client_key=tls.key_file)
+
+
+def node_pki(security: Security, run_dir: Path | str, node: str) -> PkiPaths | None:
+    """The files node `node` of a multi-node graph uses: with `auto`, its own server
+    certificate (issued by its agent for the address it has: launch/node_tls.py) beside the
+    graph's CA and client certificate; with `files`, the user's PEMs on every node."""
+    if security.tls.mode is TlsMode.AUTO:
+        return node_pki_paths(f"{run_dir}/{TLS_DIR}", node)
+    return graph_pki_paths(security, run_dir)
 
 
 def etcd_tls_args(paths: PkiPaths) -> list[str]:

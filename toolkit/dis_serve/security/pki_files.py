@@ -29,3 +29,18 @@ def pki_paths(directory: Path | str) -> PkiPaths:
     return PkiPaths(ca_cert=f"{d}/ca.pem", server_cert=f"{d}/server.pem",
                     server_key=f"{d}/server-key.pem", client_cert=f"{d}/client.pem",
                     client_key=f"{d}/client-key.pem")
+
+
+def ca_key_path(directory: Path | str) -> str:
+    """A multi-node graph's CA key, beside its certificate: each node's agent signs its own
+    server certificate with it (the node's address may be known only there)."""
+    return f"{directory}/ca-key.pem"
+
+
+def node_pki_paths(directory: Path | str, node: str) -> PkiPaths:
+    """The files of node `node` of a multi-node graph: the graph's CA and client certificate,
+    and the node's own server certificate (its address as SAN), in `node-<name>/`."""
+    shared = pki_paths(directory)
+    own = f"{directory}/node-{node}"
+    return shared.model_copy(update={"server_cert": f"{own}/server.pem",
+                                     "server_key": f"{own}/server-key.pem"})
