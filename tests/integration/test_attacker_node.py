@@ -6,6 +6,9 @@ scripts, each in its node's namespace). Each refusal is set against the same att
 with the graph's files, which succeeds, and against a plain TCP connection from the attacker,
 which is set up: what stops the attacker is authentication, not routing.
 
+The Slurm graph keeps every default (its NATS token is the one dis-serve makes); the hosts
+graph takes its NATS token from the environment, as `coordination.nats.auth` allows.
+
 Each test prints its attacker table (attempt, plane, target, result); `pytest -s` shows it.
 """
 
@@ -48,9 +51,12 @@ TOKEN_ENV = "IT_ATTACK_NATS_TOKEN"
 SLURM_BASE, HOSTS_BASE = 18800, 18850
 
 
-def _data(name: str, base: int) -> dict:
+def _data(name: str, base: int, *, token_env: bool) -> dict:
+    """The demo-3node graph on its own ports; with `token_env`, NATS's token from the
+    environment (else the one dis-serve makes: the default)."""
     data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), name, base)
-    data["coordination"]["nats"]["auth"] = {"token_env": TOKEN_ENV}
+    if token_env:
+        data["coordination"]["nats"]["auth"] = {"token_env": TOKEN_ENV}
     return data
 
 
@@ -105,6 +111,16 @@ class Attack:
         assert self._etcd_value(victim) == before
         assert self._workers() == workers
         self._with_the_graphs_files(workers)
+        self._no_secret_in_any_command_line()
+
+    def _no_secret_in_any_command_line(self) -> None:
+        """/proc/PID/cmdline is world-readable on every node: no token, no key in it."""
+        for node in NODES:
+            for pid in self.cluster.processes_in(node):
+                with contextlib.suppress(OSError):
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                    assert self.token.encode() not in cmdline, (node, cmdline)
+                    assert b"PRIVATE KEY" not in cmdline, (node, cmdline)
 
     def _etcd_attempts(self, victim: str) -> None:
         attacker = tuple(in_namespace(self.cluster.attacker))
@@ -186,10 +202,10 @@ def _graph_processes(cluster: NetnsCluster, node: str) -> list[str]:
 
 def test_a_slurm_graph_refuses_every_attempt_from_a_node_without_its_files(
         netns_cluster, tmp_path):
-    token = secrets.token_urlsafe(24)
+    data = _data("it-attack-slurm", SLURM_BASE, token_env=False)  # every default
     topo_file = tmp_path / "it-attack-slurm.yaml"
-    topo_file.write_text(yaml.safe_dump(_data("it-attack-slurm", SLURM_BASE)))
-    env = netns_cluster.env | {"DIS_SERVE_HOME": str(tmp_path / "home"), TOKEN_ENV: token}
+    topo_file.write_text(yaml.safe_dump(data))
+    env = netns_cluster.env | {"DIS_SERVE_HOME": str(tmp_path / "home")}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True,
@@ -203,8 +219,8 @@ def test_a_slurm_graph_refuses_every_attempt_from_a_node_without_its_files(
         endpoint = (run.path / "endpoint").read_text().strip()
         ca = str(run.path / TLS_DIR / "ca.pem")
         assert _chat(endpoint, ca)
-        attack = Attack(netns_cluster, run.path, Topology.model_validate(
-            _data("it-attack-slurm", SLURM_BASE)), token)
+        token = (run.path / TLS_DIR / "nats-token").read_text().strip()
+        attack = Attack(netns_cluster, run.path, Topology.model_validate(data), token)
         attack.run()
         print(f"\nSlurm target, attacker at {ATTACKER_ADDRESS}:\n{attack.table()}")
         assert _chat(endpoint, ca)
@@ -218,7 +234,7 @@ def test_a_slurm_graph_refuses_every_attempt_from_a_node_without_its_files(
 def test_a_hosts_graph_refuses_every_attempt_from_a_node_without_its_files(
         netns_cluster, tmp_path):
     token = secrets.token_urlsafe(24)
-    data = _data("it-attack-hosts", HOSTS_BASE)
+    data = _data("it-attack-hosts", HOSTS_BASE, token_env=True)
     data["placement"] = {"hosts": {"nodes": [
         {"name": name, "address": f"198.18.0.1{k}"} for k, name in enumerate(NODES, 1)]}}
     topo = Topology.model_validate(data)

@@ -46,7 +46,7 @@ def test_render_of_a_cluster_target_makes_the_graphs_ca_for_the_agents_keys_0600
     for target in ("hosts", "slurm"):
         tls = tmp_path / target / "tls"
         assert sorted(p.name for p in tls.iterdir()) == [
-            "ca-key.pem", "ca.pem", "client-key.pem", "client.pem"]
+            "ca-key.pem", "ca.pem", "client-key.pem", "client.pem", "nats-token"]
         assert stat.S_IMODE(tls.stat().st_mode) == 0o700
         assert {stat.S_IMODE(p.stat().st_mode) for p in tls.iterdir()} == {0o600}
     # One CA per rendered directory: nodes that share no storage each get a copy of one.

@@ -22,7 +22,7 @@ from ..private_path import PRIVATE_FILE, read_own_text
 from ..render.cluster_plan import NodeProcesses
 from ..render.launch_plan import NATS_CONFIG, nats_config
 from ..render.shell_words import resolve_runtime
-from ..render.tls_planes import node_pki
+from ..render.tls_planes import generates_nats_token, node_pki
 from ..security.pki_files import TLS_DIR, ca_key_path, pki_paths
 from ..topology import Topology
 from ..topology.security import TlsMode
@@ -31,13 +31,15 @@ from .secrets import GraphSecrets, graph_secrets
 
 def write_cluster_ca(topo: Topology, run_dir: Path) -> None:
     """The graph's CA and client certificate in `run_dir/tls` (a new CA each time; nothing
-    without `tls.mode: auto`)."""
+    without `tls.mode: auto`), and its NATS token where dis-serve makes one."""
     if topo.security.tls.mode is not TlsMode.AUTO:
         return
-    from ..security.certs import issue_graph_ca, write_graph_ca
+    from ..security.certs import issue_graph_ca, write_graph_ca, write_nats_token
 
     write_graph_ca(issue_graph_ca(topo.name, validity_days=topo.security.tls.validity_days),
                    run_dir / TLS_DIR)
+    if generates_nats_token(topo):
+        write_nats_token(run_dir / TLS_DIR)
 
 
 def _issue_node_certificate(topo: Topology, node: str, address: str, tls_dir: Path) -> None:

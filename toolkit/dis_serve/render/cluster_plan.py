@@ -28,7 +28,7 @@ from .launch_plan import (
 )
 from .launch_plan import frontend_spec as _frontend_spec
 from .mpi_launch import NVIDIA_WORKER_ENV
-from .tls_planes import dynamo_tls_env, node_pki
+from .tls_planes import dynamo_tls_env, generates_nats_token, node_pki
 
 # The plan as JSON in the run directory, where each node's agent reads its share.
 CLUSTER_PLAN_FILE = "cluster-plan.json"
@@ -166,7 +166,8 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
         name=topo.name, namespace=topo.namespace,
         endpoint=f"http://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card,
-        nats_token=topo.coordination.nats.auth is not None, nodes=nodes)
+        nats_token=topo.coordination.nats.auth is not None or generates_nats_token(topo),
+        nodes=nodes)
 
 
 

@@ -30,6 +30,7 @@ from .shell_words import (
     runtime_names,
     word,
 )
+from .tls_planes import generates_nats_token
 
 RUN_DIR = runtime("RUN_DIR")
 # Without placement.hosts the scripts take the addresses from the environment they run in.
@@ -158,8 +159,9 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       f"environment: {HEAD_ADDRESS} (the head node's cluster address) for "
                       f"every script and {NODE_ADDRESS} (the node's own) for the others."]
     if topo.security.tls.mode is TlsMode.AUTO:
+        token = " and NATS token" if generates_nats_token(topo) else ""
         lines += ["", "etcd, NATS and the request plane are mutual TLS: tls/ holds the graph's "
-                      "CA and client certificate (keys 0600, made by `dis-serve render`); copy "
+                      f"CA, client certificate{token} (0600, made by `dis-serve render`); copy "
                       "it with the scripts. Each node's agent signs its own server certificate "
                       "with that CA, for its address, when it starts."]
     auth = topo.coordination.nats.auth

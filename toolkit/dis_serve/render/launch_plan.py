@@ -23,7 +23,7 @@ from ..topology import (
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
-from .tls_planes import etcd_tls_args, graph_pki_paths, nats_tls_block
+from .tls_planes import etcd_tls_args, generates_nats_token, graph_pki_paths, nats_tls_block
 
 # NATS token authentication: the variable Dynamo's runtime (and our nats.conf) reads the token
 # from, and the server config that takes it from the server's environment. The token itself
@@ -39,7 +39,8 @@ def nats_token_config() -> str:
 
 def nats_config(topo: Topology, tls: PkiPaths | None) -> str | None:
     """The embedded NATS server's config file, or None when it needs none."""
-    parts = ([nats_token_config()] if topo.coordination.nats.auth else []) + (
+    token = topo.coordination.nats.auth is not None or generates_nats_token(topo)
+    parts = ([nats_token_config()] if token else []) + (
         [nats_tls_block(tls)] if tls else [])
     return "".join(parts) or None
 

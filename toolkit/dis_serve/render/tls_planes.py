@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from ..security.pki_files import TLS_DIR, PkiPaths, node_pki_paths, pki_paths
+from ..topology import NatsMode, Topology
 from ..topology.security import Security, TlsMode
 
 
@@ -37,6 +38,14 @@ def node_pki(security: Security, run_dir: Path | str, node: str) -> PkiPaths | N
     if security.tls.mode is TlsMode.AUTO:
         return node_pki_paths(f"{run_dir}/{TLS_DIR}", node)
     return graph_pki_paths(security, run_dir)
+
+
+def generates_nats_token(topo: Topology) -> bool:
+    """dis-serve makes the embedded NATS server's token (security/pki_files.nats_token_path)
+    when the topology names none and the certificates are dis-serve's too."""
+    nats = topo.coordination.nats
+    return (nats.mode is NatsMode.EMBEDDED and nats.auth is None
+            and topo.security.tls.mode is TlsMode.AUTO)
 
 
 def etcd_tls_args(paths: PkiPaths) -> list[str]:

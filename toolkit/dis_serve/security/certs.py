@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ..private_path import PRIVATE_FILE, ensure_private_dir, open_private
-from .pki_files import PkiPaths, ca_key_path, node_pki_paths, pki_paths
+from .pki_files import PkiPaths, ca_key_path, nats_token_path, node_pki_paths, pki_paths
 
 # Every graph listens on loopback too (probes, local clients): always in the server's SANs.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -203,6 +204,12 @@ def write_private_files(directory: Path, files: dict[str, bytes]) -> None:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
         os.replace(tmp, path)
+
+
+def write_nats_token(directory: Path) -> None:
+    """A new random NATS token for the graph (0600, in the certificate directory)."""
+    write_private_files(directory, {
+        nats_token_path(directory): secrets.token_urlsafe(32).encode() + b"\n"})
 
 
 def write_pki(pki: GraphPki, directory: Path) -> PkiPaths:

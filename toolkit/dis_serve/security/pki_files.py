@@ -31,6 +31,13 @@ def pki_paths(directory: Path | str) -> PkiPaths:
                     client_key=f"{d}/client-key.pem")
 
 
+def nats_token_path(directory: Path | str) -> str:
+    """The NATS token dis-serve makes beside the certificates when the topology names none
+    (`coordination.nats.auth` unset, `tls.mode: auto`): a second secret besides the client
+    certificate, as NATS's own deployments pair TLS with a token."""
+    return f"{directory}/nats-token"
+
+
 def ca_key_path(directory: Path | str) -> str:
     """A multi-node graph's CA key, beside its certificate: each node's agent signs its own
     server certificate with it (the node's address may be known only there)."""
