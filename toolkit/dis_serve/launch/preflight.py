@@ -201,8 +201,9 @@ def check_ports(plan: LaunchPlan, topo: Topology) -> None:
 
 # The placements whose launch applies `security.tls` today; the others warn that it is not.
 TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
-# HTTPS on the frontend (security.tls.frontend) is not applied by any target yet.
-FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset()
+# The placements whose launch serves HTTPS on the frontend (security.tls.frontend); the
+# others need the graph's certificates on their head node first.
+FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
 
 
 def exposure_warnings(topo: Topology) -> list[str]:
@@ -213,8 +214,7 @@ def exposure_warnings(topo: Topology) -> list[str]:
     warnings = []
     off_loopback = topo.off_loopback_because
     if topo.frontend.host not in ("127.0.0.1", "localhost", "::1") and not (
-            topo.security.frontend_tls(off_loopback is not None)
-            and topo.placement.kind in FRONTEND_TLS_APPLIED):
+            topo.frontend_https and topo.placement.kind in FRONTEND_TLS_APPLIED):
         warnings.append(f"frontend.host is {topo.frontend.host}: the OpenAI endpoint is "
                         "reachable from the network, without authentication")
     if topo.coordination.event_plane is EventPlane.ZMQ:
