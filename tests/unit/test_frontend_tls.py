@@ -157,3 +157,14 @@ def test_the_curl_line_up_prints_carries_the_graphs_files(tls):
     else:
         assert line.startswith("curl -s --cacert /t/ca.pem --cert /t/c.pem --key /t/k.pem "
                                "https://127.0.0.1:8000/v1/chat/completions")
+
+
+def test_bench_uses_the_plans_ca_only_for_https_and_only_where_it_exists(tmp_path):
+    from dis_serve.bench.target import tls_for
+
+    plan = render_launch_plan(_topo(frontend=True), RenderContext(run_dir=tmp_path))
+    assert tls_for(plan.endpoint, plan) is None  # `up` has not written the CA here
+    (tmp_path / "tls").mkdir()
+    Path(plan.endpoint_tls.ca_cert).write_text("PEM")
+    assert tls_for(plan.endpoint, plan) == plan.endpoint_tls
+    assert tls_for(plan.endpoint.replace("https", "http"), plan) is None

@@ -50,8 +50,10 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
 
 def tls_for(url: str, plan: LaunchPlan) -> EndpointTls | None:
     """The plan's TLS for an https `url` (its own endpoint, or the same graph by another of
-    its names); nothing for plain HTTP."""
-    return plan.endpoint_tls if url.startswith("https://") else None
+    its names) when its CA is on this machine; nothing for plain HTTP. A graph started
+    elsewhere has no CA here: its certificate must then chain to one this machine trusts."""
+    tls = plan.endpoint_tls if url.startswith("https://") else None
+    return tls if tls is not None and Path(tls.ca_cert).is_file() else None
 
 
 def plan_of(topo: Topology) -> LaunchPlan:
