@@ -125,3 +125,20 @@ def test_with_client_certificates_on_https_without_one_is_refused_and_bench_pres
         point = _bench(home, path, graph.endpoint, tmp_path / "bench")
         assert point["aiperf"]["errors"] == 0, point["aiperf"]
         assert point["aiperf"]["completed_requests"] >= 6, point["aiperf"]
+
+
+def test_chaos_loads_a_frontend_that_asks_for_client_certificates(tmp_path):
+    path = _topology(tmp_path, "it-front-chaos", BASE_PORT + 40, frontend_client_certs=True)
+    scenario = tmp_path / "chaos.yaml"
+    scenario.write_text(yaml.safe_dump({
+        "name": "tls-chaos", "reference_run": False,
+        "workload": {"name": "tls-load", "input_tokens": {"mean": 32},
+                     "output_tokens": {"mean": 16}, "requests": 40, "request_rate": [20],
+                     "sla": {"ttft_ms": 2000, "itl_ms": 200}},
+        "faults": [{"at_s": 0.5, "action": "pause", "process": "decode-0", "duration_s": 0.5}],
+        "limits": {"max_failed_requests": 0, "max_recovery_s": 10}}))
+    result = _cli(tmp_path / "home", "chaos", path, "--scenario", scenario,
+                  "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcome = json.loads((tmp_path / "out" / "chaos.json").read_text())
+    assert outcome["failed"] == 0 and outcome["requests"] >= 40, outcome
