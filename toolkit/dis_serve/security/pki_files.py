@@ -51,3 +51,24 @@ def node_pki_paths(directory: Path | str, node: str) -> PkiPaths:
     own = f"{directory}/node-{node}"
     return shared.model_copy(update={"server_cert": f"{own}/server.pem",
                                      "server_key": f"{own}/server-key.pem"})
+
+
+class FrontendTlsFiles(BaseModel):
+    """What the frontend's HTTPS server reads: its certificate and key, and the CA its
+    clients' certificates must chain to (None: no client certificates asked for)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
+class EndpointTls(BaseModel):
+    """What a client of the graph's HTTPS endpoint needs: the CA bundle its certificate is
+    checked against and, when the frontend asks for one, the certificate (and key) to
+    present. Paths only: the plan and the state file carry it, never key material."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    ca_cert: str
+    client_cert: str | None = None
+    client_key: str | None = None
