@@ -68,11 +68,12 @@ def test_a_closed_loop_replay_delivers_the_offline_plan_and_passes(plans, tmp_pa
 
 
 def test_a_replay_short_of_the_planned_rate_fails_at_a_loose_sla(plans, tmp_path):
-    """The same deployment promised 15% more than it has: the closed loop keeps that many
+    """The same deployment promised 7% more than it has: the closed loop keeps that many
     more requests in flight, the slots are full, the replay serves what the deployment can,
-    and the SLA (60 s, 1 s) still holds."""
+    and the SLA (60 s, 1 s) still holds for the nine in ten it promises (the queued few wait
+    a whole 2048-token generation for a slot)."""
     plan = plans[Arrival.OFFLINE]
-    promised = plan.chosen.rate * 1.15
+    promised = plan.chosen.rate * 1.07
     cand, replayed = _replayed(plan, tmp_path, rate_per_s=promised)
     assert replayed.sla_met_share >= 0.9
     failure = replay_failure(cand, replayed, plan.workload)

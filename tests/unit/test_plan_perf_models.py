@@ -100,3 +100,15 @@ def test_a_checkpoint_format_maps_to_one_set_of_aiconfigurator_modes(model, dtyp
 
     got = quant_modes(replace(target(model), dtype=dtype, kv_cache_dtype=kv))
     assert (got["gemm_quant_mode"], got["fmha_quant_mode"], got["kvcache_quant_mode"]) == modes
+
+
+def test_aggregated_workers_carry_the_serving_corrections_disaggregated_ones_do(aic_70b):
+    """AIConfigurator's aggregated estimate sums the same per-operation data its serving
+    corrections are for; an aggregated plan is charged them as a disaggregated one is."""
+    raw = aic_70b._agg_estimate(4, 64, 4000, 2000, 500, 2532)
+    point = aic_70b.agg_point(4, 64, 4000, 2000, 500, 2532)
+    served = aic_70b.corrections
+    assert point.itl_ms == pytest.approx(raw.itl_ms * served.decode)
+    assert point.ttft_ms == pytest.approx(raw.ttft_ms * served.prefill)
+    slowest, fastest = max(served.prefill, served.decode), min(served.prefill, served.decode)
+    assert raw.rate_per_s / slowest <= point.rate_per_s <= raw.rate_per_s / fastest
