@@ -89,3 +89,22 @@ def test_emit_refuses_a_plan_whose_replay_never_reached_a_steady_state(run_cli, 
                      tmp_path / "emitted.yaml")
     assert_one_line_error(result, "--emit refused", "never reached a steady state", code=1)
     assert not (tmp_path / "emitted.yaml").exists()
+
+
+def test_a_closed_loop_replay_sees_the_ttft_the_plan_predicts(plans, tmp_path):
+    """At steady state a request's first token waits for the step it lands in and its own
+    prompt steps only, not the 2-4x factor AIConfigurator gives a batch whose requests all
+    arrive at once."""
+    plan = plans[Arrival.OFFLINE]
+    cand, replayed = _replayed(plan, tmp_path)
+    assert replayed.ttft_mean_ms == pytest.approx(cand.prediction.ttft_mean_ms, rel=0.15)
+
+
+def test_poisson_prompts_wait_longer_for_the_prompt_budget_as_the_rate_grows(plans):
+    from dis_serve.plan.search import at_rate
+
+    plan = plans[Arrival.POISSON]
+    lighter = at_rate(plan.space, plan.chosen, plan.chosen.rate / 2)
+    assert lighter is not None
+    assert 0 < lighter.prediction.queue_wait_ms < plan.chosen.prediction.queue_wait_ms
+    assert lighter.prediction.ttft_p90_ms < plan.chosen.prediction.ttft_p90_ms

@@ -103,6 +103,8 @@ class AggCurve:
     ctx_tokens: int
     batches: tuple[int, ...]
     points: tuple[AggPoint, ...]
+    prompts_per_step: int = 1
+    """Whole prompts the per-step budget holds: how many wait for it in parallel."""
 
     @property
     def memory_batch(self) -> int:
@@ -212,5 +214,6 @@ def agg_curves(model: PerfModel, tps: list[int], isl: int, osl: int,
                 batches.append(batch)
                 points.append(point)
             if len(batches) >= 2:
-                out.append(AggCurve(tp, ctx, tuple(batches), tuple(points)))
+                out.append(AggCurve(tp, ctx, tuple(batches), tuple(points),
+                                    max(1, ctx // isl)))
     return out
