@@ -80,6 +80,24 @@ def steady_prompt_steps(isl: int, ctx_tokens: int) -> int:
 TRTLLM_MIX_STEP_DRAIN = 3
 
 
+# TensorRT-LLM's dynamic batch tuner (cpp/tensorrt_llm/executor/dynamicBatchTuner.cpp,
+# DynamicBatchConfig::kDefaultBatchSizeTable), which Dynamo 1.6.1's trtllm worker turns on
+# (dynamo/trtllm/workers/llm_worker.py: enable_batch_size_tuning=True) as trtllm-bench does:
+# a worker whose KV cache holds fewer sequences than the first number runs at most the second,
+# whatever its max_batch_size, and never more than the cache holds (GUARANTEED_NO_EVICT
+# admits a request only with room for its whole sequence). Above the table it runs what the
+# cache holds.
+RUNTIME_BATCH_TABLE = ((144, 128), (336, 256), (672, 512), (832, 768), (1280, 1024),
+                       (1664, 1536))
+
+
+def runtime_batch_limit(capacity: int) -> int:
+    """The most requests TensorRT-LLM's batch tuner lets run at once when the KV cache holds
+    `capacity` sequences (70B FP8 on two H200s at 1000/1000 holds ~620: it runs 512)."""
+    tuned = next((batch for below, batch in RUNTIME_BATCH_TABLE if capacity < below), capacity)
+    return min(tuned, capacity)
+
+
 @dataclass(frozen=True)
 class ModelOnGpu:
     """The model, its formats and the GPU: what every performance model is built for."""
@@ -104,6 +122,11 @@ class ModelOnGpu:
             weight_bytes_per_param=self.dtype.bytes_per_param,
             kv_bytes_per_element=self.kv_cache_dtype.bytes_per_element,
             tensor_parallel=tp, batch=1, seq_len=seq_len).max_batch
+
+    def runtime_batch(self, tp: int, seq_len: int) -> int:
+        """The largest batch a worker of `tp` GPUs really runs with `seq_len`-token
+        sequences: what its KV cache holds, as TensorRT-LLM's batch tuner rounds it."""
+        return runtime_batch_limit(self.max_batch(tp, seq_len))
 
 
 class PerfModel(ABC):
