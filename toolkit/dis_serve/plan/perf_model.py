@@ -188,9 +188,10 @@ class PerfModel(ABC):
         gets (the serving ones, times any measured): prompt steps scale with the prefill
         factor, decode steps with the decode factor. AIConfigurator applies its serving
         corrections to disaggregated workers only, but its aggregated estimate sums the
-        same per-operation data (`benchmarks/plan_vs_published.py`: at the batch
-        TensorRT-LLM itself ran, the raw estimate was above NVIDIA's measured throughput in
-        85 of 88 published cases, median 1.11; with the corrections, median 1.03)."""
+        same per-operation data (`benchmarks/aiconfigurator_at_trtllm_batch.py`: at the
+        batch TensorRT-LLM itself ran, the raw estimate was above NVIDIA's measured
+        throughput in 84 of 88 published cases, median 1.12; with the corrections median
+        1.02, 79 within +-10%)."""
         point = self._agg_estimate(tp, batch, ctx_tokens, isl, osl, seq_len)
         f = self.corrections
         if (f.prefill, f.decode) == (1.0, 1.0):
