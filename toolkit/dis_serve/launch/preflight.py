@@ -154,7 +154,7 @@ def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
 
 
 def listen_host(spec: ProcessSpec, topo: Topology) -> str:
-    return topo.frontend.host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
+    return topo.frontend.local_host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
 
 
 def _bind_error(host: str, port: int) -> int | None:
@@ -212,10 +212,10 @@ def exposure_warnings(topo: Topology) -> list[str]:
 
     warnings = []
     off_loopback = topo.off_loopback_because
-    if topo.frontend.host not in ("127.0.0.1", "localhost", "::1") and not (
+    if topo.frontend.local_host not in ("127.0.0.1", "localhost", "::1") and not (
             topo.security.frontend_tls(off_loopback is not None)
             and topo.placement.kind in FRONTEND_TLS_APPLIED):
-        warnings.append(f"frontend.host is {topo.frontend.host}: the OpenAI endpoint is "
+        warnings.append(f"frontend.host is {topo.frontend.local_host}: the OpenAI endpoint is "
                         "reachable from the network, without authentication")
     if topo.coordination.event_plane is EventPlane.ZMQ:
         warnings.append("coordination.event_plane is zmq: Dynamo 1.6.1 binds its ZMQ event "

@@ -45,6 +45,9 @@ def job_started_at(run: RunDir) -> float | None:
 
 def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
     run.remove(_EPHEMERAL)
+    # Each node's agent's view and plan of the last job: the stop order reads them.
+    run.remove(tuple(p.name for pattern in ("state-*.json", "plan-*.json")
+                     for p in run.path.glob(pattern)))
     run.prepare()
     root = str(run.path)
     # The agents, etcd, NATS and the frontend run on the nodes from this virtual environment

@@ -97,7 +97,7 @@ class TopologySpec(Strict):
         """What makes the graph listen beyond loopback, in words (None: nothing does)."""
         if self.placement.kind.multi_node:
             return f"placement {self.placement.kind.value}"
-        host = self.frontend.host
+        host = self.frontend.local_host
         if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
             return f"frontend.host {host}"
         if self.coordination.event_plane is EventPlane.ZMQ:
