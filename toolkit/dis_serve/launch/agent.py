@@ -49,7 +49,7 @@ from ..render.cluster_plan import (
 )
 from ..render.launch_plan import ENGINE_CONFIG_DIR, LaunchPlan
 from ..render.shell_words import runtime_names
-from ..render.slurm import ENDPOINT_FILE
+from ..render.slurm import ENDPOINT_FILE, STOP_REQUEST_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
 from .events import describe
@@ -191,7 +191,8 @@ def run_agent(run_dir: Path, node: str) -> int:
                                   runtime_values(cluster, node, run.path, data_dir=data_dir),
                                   run.path, topo)
     run.prepare()
-    if head:
+    if head:  # a new job starts empty (a job id is reused by a new cluster)
+        remove_data_dir(data_dir)
         make_data_dir(data_dir)
     write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
     _write_missing_inputs(topo, own, run.path)
@@ -226,6 +227,19 @@ class _NodeShare:
                 for n in self.cluster.nodes if n.name != self.node}
 
 
+def _watch_stop_request(share: _NodeShare, stop: threading.Event,
+                        supervisor: Supervisor) -> None:
+    """Stop when the batch script asks (STOP_REQUEST_FILE in the run directory)."""
+    request = share.run.path / STOP_REQUEST_FILE
+    while not stop.is_set() and not supervisor.finished.is_set():
+        if request.exists():
+            share.say(f"{STOP_REQUEST_FILE}: stopping")
+            stop.set()
+            supervisor.request_stop()
+            return
+        stop.wait(POLL_S)
+
+
 def _supervise_node(share: _NodeShare) -> int:
     """The keeper's child: this node's supervisor, until stopped or failed."""
     budget = worker_startup_budget_s(share.topo)
@@ -233,9 +247,17 @@ def _supervise_node(share: _NodeShare) -> int:
     supervisor = Supervisor(share.own, share.run, ready_timeout_s=budget,
                             on_event=lambda event: share.say(describe(event)),
                             before_stopping=CrossNodeStop(share.other_states, say=share.say))
+    def on_stop(signum: int, _frame: object) -> None:
+        # os.write, not print: a handler must not re-enter the buffered stdout it interrupted
+        os.write(1, f"[{share.node}] {signal.Signals(signum).name}: stopping\n".encode())
+        stop.set()
+        supervisor.request_stop()
+
     for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda *_: (stop.set(), supervisor.request_stop()))
+        signal.signal(sig, on_stop)
     unblock_stop_signals()  # held back by the keeper's fork
+    threading.Thread(target=_watch_stop_request, args=(share, stop, supervisor),
+                     name="stop-request", daemon=True).start()
     head = node_processes(share.cluster, share.node).head
     if not head:
         share.say("waiting for etcd and NATS on the head node")

@@ -6,8 +6,9 @@ every other job, and carried over into the next job of the same graph. The head 
 agent keeps them under `coordination.data_dir` (default `$TMPDIR`, else `/tmp`) in
 `dis-serve-<user>/<graph>[-<Slurm job id>]`, both made 0700 and checked to be ours (another
 user may have made them first in a shared /tmp). The directory outlives a restart of the
-agent's supervisor (the keeper's: etcd and NATS find their data again) and is removed when
-the agent stops for good.
+agent's supervisor (the keeper's: etcd and NATS find their data again); it is emptied when
+the agent starts (Slurm job ids start again at 1 on a new cluster, and the old registrations
+would be served to the new graph) and removed when the agent stops for good.
 """
 
 from __future__ import annotations

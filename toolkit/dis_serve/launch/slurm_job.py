@@ -20,6 +20,7 @@ from ..render.slurm import (
     ENDPOINT_FILE,
     JOB_LOG,
     STARTED_FILE,
+    STOP_REQUEST_FILE,
     render_sbatch_script,
     render_slurm_plan,
 )
@@ -32,6 +33,7 @@ from .slurm_jobs import SlurmJob, job_state, read_job, slurm_command
 SCRIPT_FILE = "job.sbatch"
 # Left from an earlier job of the same graph; the new job must not be judged by them.
 _EPHEMERAL = ("etcd-data", "nats-data", "logs", ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
+              STOP_REQUEST_FILE,
               "state.json")
 
 
