@@ -7,6 +7,7 @@ import re
 
 from conftest import GRAPHS
 from dis_serve.render.cluster_plan import (
+    DATA_DIR_VAR,
     ClusterContext,
     ClusterPlan,
     render_cluster_plan,
@@ -167,3 +168,20 @@ def test_system_ports_follow_pool_order_as_in_the_local_plan():
     workers = [p for n in plan.nodes for p in n.processes if p.kind is ProcessKind.WORKER]
     assert [p.ports["system"] for p in workers] == list(range(9100, 9112))
 
+
+
+def test_the_batch_script_asks_the_agents_to_stop_through_the_run_directory_not_a_signal():
+    script = render_sbatch_script(load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml"))
+    trap = next(line for line in script.splitlines() if line.startswith("stop_agents()"))
+    assert 'touch "$RUN_DIR/stop-request"' in trap
+    assert "kill" not in trap and "scancel" not in trap
+    assert '"$RUN_DIR/stop-request"' in next(line for line in script.splitlines()
+                                             if line.startswith('mkdir -p "$LOGS"; rm -f'))
+
+
+def test_etcd_and_nats_data_go_to_the_agents_data_directory_which_no_node_script_asks_for():
+    files = render_hosts_files(TWO_HOSTS)
+    plan = ClusterPlan.model_validate_json(files["cluster-plan.json"])
+    etcd = next(p for p in plan.head.processes if p.kind is ProcessKind.ETCD)
+    assert etcd.argv[etcd.argv.index("--data-dir") + 1] == runtime(DATA_DIR_VAR) + "/etcd-data"
+    assert not any(DATA_DIR_VAR in text for name, text in files.items() if name.endswith(".sh"))

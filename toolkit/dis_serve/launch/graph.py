@@ -127,7 +127,7 @@ def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
         from ..security.host_names import frontend_names
 
         # An HTTPS frontend is called by the names clients reach it at.
-        names = frontend_names(topo.frontend.host) if topo.frontend_https else []
+        names = frontend_names(topo.frontend.local_host) if topo.frontend_https else []
         write_pki(issue_graph_pki(topo.name, [LOOPBACK, *names],
                                   validity_days=topo.security.tls.validity_days),
                   path / TLS_DIR)

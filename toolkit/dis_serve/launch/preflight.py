@@ -154,7 +154,7 @@ def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
 
 
 def listen_host(spec: ProcessSpec, topo: Topology) -> str:
-    return topo.frontend.host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
+    return topo.frontend.local_host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
 
 
 def _bind_error(host: str, port: int) -> int | None:
@@ -206,7 +206,7 @@ FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL}
 
 def _frontend_warnings(topo: Topology) -> list[str]:
     """What a frontend reachable from the network lets in."""
-    host = topo.frontend.host
+    host = topo.frontend.local_host
     if not (topo.frontend_https and topo.placement.kind in FRONTEND_TLS_APPLIED):
         return [f"frontend.host is {host}: the OpenAI endpoint is reachable from the "
                 "network, without authentication"]
@@ -225,7 +225,7 @@ def exposure_warnings(topo: Topology) -> list[str]:
 
     warnings = []
     off_loopback = topo.off_loopback_because
-    if topo.frontend.host not in ("127.0.0.1", "localhost", "::1"):
+    if topo.frontend.local_host not in ("127.0.0.1", "localhost", "::1"):
         warnings += _frontend_warnings(topo)
     if topo.coordination.event_plane is EventPlane.ZMQ:
         warnings.append("coordination.event_plane is zmq: Dynamo 1.6.1 binds its ZMQ event "

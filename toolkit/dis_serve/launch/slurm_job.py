@@ -20,6 +20,7 @@ from ..render.slurm import (
     ENDPOINT_FILE,
     JOB_LOG,
     STARTED_FILE,
+    STOP_REQUEST_FILE,
     render_sbatch_script,
     render_slurm_plan,
 )
@@ -34,7 +35,7 @@ from .slurm_jobs import SlurmJob, job_state, read_job, slurm_command
 SCRIPT_FILE = "job.sbatch"
 # Left from an earlier job of the same graph; the new job must not be judged by them.
 _EPHEMERAL = ("etcd-data", "nats-data", "logs", ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
-              "state.json", TLS_DIR)
+              STOP_REQUEST_FILE, "state.json", TLS_DIR)
 
 
 def job_started_at(run: RunDir) -> float | None:
@@ -47,6 +48,9 @@ def job_started_at(run: RunDir) -> float | None:
 
 def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
     run.remove(_EPHEMERAL)
+    # Each node's agent's view and plan of the last job: the stop order reads them.
+    run.remove(tuple(p.name for pattern in ("state-*.json", "plan-*.json")
+                     for p in run.path.glob(pattern)))
     run.prepare()
     root = str(run.path)
     # The agents, etcd, NATS and the frontend run on the nodes from this virtual environment

@@ -28,10 +28,14 @@ from .launch_plan import (
 )
 from .launch_plan import frontend_spec as _frontend_spec
 from .mpi_launch import NVIDIA_WORKER_ENV
+from .shell_words import runtime
 from .tls_planes import dynamo_tls_env, generates_nats_token, node_pki
 
 # The plan as JSON in the run directory, where each node's agent reads its share.
 CLUSTER_PLAN_FILE = "cluster-plan.json"
+# The run-time variable for the head node's node-local directory of etcd's and NATS's data
+# (coordination.data_dir): the head's agent makes it and sets it (launch/node_data.py).
+DATA_DIR_VAR = "COORDINATION_DATA_DIR"
 
 
 class ClusterContext(BaseModel):
@@ -98,7 +102,7 @@ def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
 def _frontend_host(topo: Topology, head_address: str) -> str:
     # Multi-node: the frontend listens on the head's cluster address unless the topology
     # names an address itself.
-    return topo.frontend.host if "host" in topo.frontend.model_fields_set else head_address
+    return topo.frontend.host or head_address
 
 
 def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
@@ -126,13 +130,14 @@ def _head_processes(topo: Topology, ctx: ClusterContext, target: TargetParams,
     """etcd and NATS (the head's agent writes NATS's config: launch/node_tls.py), the
     frontend."""
     coord = topo.coordination
+    data = runtime(DATA_DIR_VAR)  # node-local, never the shared run directory
     specs = []
     if coord.etcd.mode is EtcdMode.EMBEDDED:
-        specs.append(etcd_spec(topo, ctx.etcd_bin, head, f"{ctx.run_dir}/etcd-data", tls))
+        specs.append(etcd_spec(topo, ctx.etcd_bin, head, f"{data}/etcd-data", tls))
     if coord.nats.mode is NatsMode.EMBEDDED:
         config = (f"{ctx.run_dir}/{NATS_CONFIG}" if nats_config(topo, tls) is not None
                   else None)
-        specs.append(nats_spec(topo, ctx.nats_bin, head, f"{ctx.run_dir}/nats-data", config))
+        specs.append(nats_spec(topo, ctx.nats_bin, head, f"{data}/nats-data", config))
     specs.append(_frontend_spec(topo, target))
     return specs
 

@@ -15,6 +15,7 @@ from ..topology import Backend, KvInterconnect, NatsAuth, Topology
 from ..topology.security import TlsMode
 from .cluster_plan import (
     CLUSTER_PLAN_FILE,
+    DATA_DIR_VAR,
     ClusterContext,
     ClusterPlan,
     NodeProcesses,
@@ -53,7 +54,8 @@ def _required_names(node: NodeProcesses, plan: ClusterPlan) -> list[str]:
     need from the environment."""
     values = [v for spec in node.processes for v in (*spec.argv, *spec.env.values())]
     values += [str(s.readiness.url or s.readiness.host) for s in plan.head.processes]
-    return [name for name in runtime_names(values) if name != "RUN_DIR"]
+    # The run directory and the data directory are the agent's to set, not the user's.
+    return [name for name in runtime_names(values) if name not in ("RUN_DIR", DATA_DIR_VAR)]
 
 
 def _required_lines(names: list[str]) -> list[str]:

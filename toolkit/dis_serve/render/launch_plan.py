@@ -246,7 +246,7 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     client_tls = endpoint_tls(topo.security, tls, https)
     processes.append(frontend_spec(topo, target, client_tls))
     processes.extend(_workers(topo, target))
-    url_host = client_host(topo.frontend.host)
+    url_host = client_host(topo.frontend.local_host)
     engine_configs = {}
     if topo.backend.uses_engine_config:
         engine_configs = {role.value: str(engine_config_path(ctx.run_dir, role))
