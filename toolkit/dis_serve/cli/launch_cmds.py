@@ -283,7 +283,27 @@ def down(
             console.print(note, markup=False)
 
 
+def prepare(
+    file: Annotated[Path, typer.Argument(help="Topology YAML with placement hosts.")],
+) -> None:
+    """Prepare a hosts graph's run directory to copy to its nodes (node scripts, README,
+    cluster plan, topology, the mocker's model card) and print what to run where; then
+    `status`, `logs`, `doctor` and `down` find it by name."""
+    from ..launch.hosts_handle import prepare_hosts_run, steps
+    from ..launch.rundir import RunDir
+    from ..topology import PlacementKind
+
+    topo = _load(file)
+    if topo.placement.kind is not PlacementKind.HOSTS:
+        raise UserInputError(f"placement is {topo.placement.kind.value}, not hosts",
+                             source=str(file), key="placement",
+                             fix="give placement.hosts.nodes, or `dis-serve up` this graph")
+    run = RunDir.for_graph(topo.name)
+    for line in steps(prepare_hosts_run(topo, run), run):
+        console.print(line, markup=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
-    for command in (up, status, logs, down):
+    for command in (up, prepare, status, logs, down):
         app.command()(command)

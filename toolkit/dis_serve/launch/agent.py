@@ -44,6 +44,7 @@ from ..render.shell_words import runtime_names
 from ..render.slurm import ENDPOINT_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
+from .agent_contact import keep_in_touch
 from .events import describe
 from .graph import write_worker_inputs
 from .rundir import PRIVATE_FILE, RunDir
@@ -182,6 +183,7 @@ def run_agent(run_dir: Path, node: str) -> int:
                                                          flush=True))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: (stop.set(), supervisor.request_stop()))
+    keep_in_touch(run.path, node, lambda: (stop.set(), supervisor.request_stop()))
     head = node_processes(cluster, node).head
     if not head:
         print(f"[{node}] waiting for etcd and NATS on the head node", flush=True)
