@@ -10,7 +10,7 @@ its own:
     stop-requested          written by `dis-serve down` of a hosts graph: every agent started
                             before it stops its node in `ProcessKind` order, as on SIGTERM
     fault-<node>-<id>.json  a fault `dis-serve fault` asks of a hosts node (chaos); the agent
-                            hands it to `dis-serve node-fault` on its node (node_faults.py)
+                            hands it to `dis-serve inflict` on its node (node_faults.py)
 
 Clocks: ages are the client's clock against the file's modification time, so nodes and the
 client must keep time together (NTP; munge, which Slurm needs, requires it already).
@@ -86,7 +86,7 @@ def _stop_requested_since(run_dir: Path, started_at: float) -> bool:
 
 
 def request_fault(run_dir: Path, node: str, argv: list[str]) -> Path:
-    """Ask the agent of `node` to run `dis-serve node-fault ARGV...` there."""
+    """Ask the agent of `node` to run `dis-serve inflict ARGV...` there."""
     path = run_dir / f"{FAULT_PREFIX}{node}-{time.time_ns()}.json"
     write_atomic(path, json.dumps({"argv": argv}), 0o600)
     return path
@@ -101,7 +101,7 @@ def _start_requested_faults(run_dir: Path, node: str) -> None:
         except (OSError, ValueError, KeyError, TypeError):
             continue
         # Its own session: a fault that pauses this agent must not pause itself.
-        subprocess.Popen([sys.executable, "-m", "dis_serve", "node-fault", str(run_dir),
+        subprocess.Popen([sys.executable, "-m", "dis_serve", "inflict", str(run_dir),
                           "--node", node, *argv], start_new_session=True,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
