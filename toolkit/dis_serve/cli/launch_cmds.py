@@ -177,6 +177,9 @@ def _print_change(observed: ObservedGraph) -> None:
 def status(
     name: Annotated[str | None, typer.Argument(
         help="Graph name (default: the only running graph).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the observation as JSON (phase, problems, every process with "
+                       "its node) instead of tables.")] = False,
 ) -> None:
     """Show a running graph's processes (pid, state, port, restarts, ready), and its worker
     registrations with their leases as the router sees them. Exit status 0 when it is ready
@@ -187,6 +190,9 @@ def status(
 
     handle = handle_for_run(find_run(name, active_only=False))
     observed = handle.status()
+    if as_json:
+        console.print_json(observed.model_dump_json())
+        raise typer.Exit(observed.verdict.exit_code)
     console.print(status_table(observed))
     if observed.serving:
         router = f"; router: {observed.router}" if observed.router else ""

@@ -105,11 +105,15 @@ def doctor_target(run: RunDir) -> DoctorTarget:
     nats = topo.coordination.nats
     etcd_url = topo.coordination.etcd.client_url
     nats_url = nats.client_url if nats.mode is not NatsMode.OFF else None
+    # The planes the graph runs itself are read with its own certificates (and token).
+    tls = graph_pki_paths(topo.security, run.path.resolve())
     if topo.placement.kind.multi_node:
         etcd_url = _at_process(etcd_url, plan, ProcessKind.ETCD)
         nats_url = nats_url and _at_process(nats_url, plan, ProcessKind.NATS)
-    # The planes the graph runs itself are read with its own certificates (and token).
-    tls = graph_pki_paths(topo.security, run.path.resolve())
+        # The cluster plan says whether its planes speak TLS (its etcd's own flags).
+        if not any("--cert-file" in p.argv for p in plan.processes
+                   if p.kind is ProcessKind.ETCD):
+            tls = None
     return DoctorTarget(
         namespace=topo.namespace, etcd_url=etcd_url, nats_url=nats_url,
         nats_token=nats_token(nats.auth) if nats.mode is not NatsMode.OFF else None,
