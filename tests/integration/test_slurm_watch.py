@@ -94,7 +94,8 @@ def test_logs_read_a_process_and_an_agent_on_another_node(graph):
     worker = _cli(cluster, home, "logs", "decode-1", "--name", NAME, "-n", "5")
     assert worker.returncode == 0 and worker.stdout.strip(), worker.stdout + worker.stderr
     agent = _cli(cluster, home, "logs", "agent-node2", "--name", NAME, "-n", "50")
-    assert agent.returncode == 0 and "[node2] ready after" in agent.stdout, agent.stdout + agent.stderr
+    assert agent.returncode == 0, agent.stderr
+    assert "[node2] ready after" in agent.stdout, agent.stdout
 
 
 def test_a_hung_node_degrades_the_graph_the_other_decode_worker_serves_then_it_is_ready(graph):
