@@ -124,6 +124,12 @@ def doctor_target(run: RunDir) -> DoctorTarget:
         expected=expectations(topo), graph=topo.name, plan=plan, pids=pids)
 
 
+def resolved_plan(run: RunDir) -> LaunchPlan:
+    """The plan the graph runs, every address resolved (local: plan.json; Slurm and hosts:
+    what the agents wrote); OSError while the run directory lacks it."""
+    return _plan_and_pids(run)[0]
+
+
 def _plan_and_pids(run: RunDir) -> tuple[LaunchPlan, dict[int, str]]:
     """The resolved plan, and pid -> process name where the pids are this machine's (a
     local graph; a multi-node graph's pids are its nodes')."""
