@@ -68,7 +68,8 @@ def _table(outcome: ChaosOutcome):
     for column in ("fault", "at s", "pid", "recovered after s", "failed requests"):
         table.add_column(column, justify="left" if column == "fault" else "right")
     for fault in outcome.faults:
-        table.add_row(f"{fault.action} {fault.process}", f"{fault.at_s:g}", str(fault.pid),
+        table.add_row(f"{fault.action} {fault.process}", f"{fault.at_s:g}",
+                      str(fault.pid or "-"),
                       "never" if fault.recovery_s is None else f"{fault.recovery_s:.2f}",
                       str(fault.failed_requests))
     degraded = ("n/a" if outcome.goodput_degraded_rps is None
