@@ -29,6 +29,17 @@ from .observed import ObservedGraph, ObservedProcess
 from .rundir import RunDir
 from .status import GraphPhase, GraphStatus, ProcessState
 
+# What the agents write beside each other, per node; a new run starts without the last's.
+AGENT_FILE_GLOBS = ("state-*.json", "heartbeat-*.json", "plan-*.json")
+
+
+def agent_files(run: RunDir) -> tuple[str, ...]:
+    """Names of the files an earlier run's agents left in the run directory."""
+    if not run.path.is_dir():
+        return ()
+    return tuple(sorted({p.name for pattern in AGENT_FILE_GLOBS
+                         for p in run.path.glob(pattern)}))
+
 
 @dataclass(frozen=True)
 class NodeLook:

@@ -23,6 +23,7 @@ from ..render.shell_words import resolve_runtime
 from ..topology import PlacementKind
 from .agent_contact import FAULT_PREFIX, STOP_REQUEST_FILE, request_stop
 from .cluster_view import (
+    AGENT_FILE_GLOBS,
     agent_log_names,
     agents_running,
     is_hosts_run,
@@ -45,8 +46,8 @@ if TYPE_CHECKING:
 POLL_S = 0.2
 STOP_TIMEOUT_S = 60.0
 # Left by an earlier run of the graph in this directory: the next must not be judged by them.
-_EPHEMERAL_GLOBS = ("state-*.json", "heartbeat-*.json", "plan-*.json", f"{FAULT_PREFIX}*",
-                    STOP_REQUEST_FILE, "endpoint", "logs", "etcd-data", "nats-data")
+_EPHEMERAL_GLOBS = (*AGENT_FILE_GLOBS, f"{FAULT_PREFIX}*", STOP_REQUEST_FILE, "endpoint",
+                    "logs", "etcd-data", "nats-data")
 
 
 def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:

@@ -24,6 +24,7 @@ from ..render.slurm import (
     render_slurm_plan,
 )
 from ..topology import PlacementKind, Topology
+from .cluster_view import agent_files
 from .graph import local_model_dir, write_worker_inputs
 from .preflight import find_binaries
 from .rundir import RunDir
@@ -44,7 +45,7 @@ def job_started_at(run: RunDir) -> float | None:
 
 
 def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
-    run.remove(_EPHEMERAL)
+    run.remove(_EPHEMERAL + agent_files(run))
     run.prepare()
     root = str(run.path)
     # The agents, etcd, NATS and the frontend run on the nodes from this virtual environment
