@@ -28,8 +28,10 @@ def observe(run: RunDir, job: SlurmJob, client=None) -> ObservedGraph:  # httpx.
     observed = observe_cluster(run, run.read_cluster_plan(), placement=PlacementKind.SLURM,
                                running=state.state == "RUNNING", supervisor=where,
                                supervisor_alive=state.active, client=client)
-    if state.active and observed.phase is GraphPhase.STOPPED:  # queued, not running yet
-        observed = observed.model_copy(update={"phase": GraphPhase.STARTING})
+    if state.active and observed.phase is GraphPhase.STOPPED:
+        # Queued or being set up (starting), or ending (its steps still stopping).
+        phase = GraphPhase.STOPPING if state.state == "COMPLETING" else GraphPhase.STARTING
+        observed = observed.model_copy(update={"phase": phase})
     return observed.model_copy(update={"model_name": job.model_name,
                                        "queued_s": state.queued_s})
 
