@@ -146,7 +146,7 @@ def _write_endpoint_when_complete(whole: LaunchPlan, run_dir: Path,
                                   supervisor: Supervisor) -> None:
     """On the head node: `endpoint` once this node is ready and the router sees every
     worker of the graph."""
-    with http_client() as client:
+    with http_client(tls=whole.endpoint_tls) as client:
         while not supervisor.finished.is_set():
             if supervisor.ready.is_set() and router_view(client, whole).complete:
                 write_atomic(run_dir / ENDPOINT_FILE, whole.endpoint + "\n", PRIVATE_FILE)

@@ -118,13 +118,17 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
 
 def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
     """What the planes read from the run directory: a new CA and certificates for this run
-    (`security.tls: auto`), and the embedded NATS server's config (TLS, token: the token
-    itself stays in its environment)."""
+    (`security.tls: auto`; the server certificate also names an HTTPS frontend's host),
+    and the embedded NATS server's config (TLS, token: the token itself stays in its
+    environment)."""
     path = run_dir.path.resolve()
     if topo.security.tls.mode is TlsMode.AUTO:
         from ..security.certs import issue_graph_pki, write_pki
+        from ..security.host_names import frontend_names
 
-        write_pki(issue_graph_pki(topo.name, [LOOPBACK],
+        # An HTTPS frontend is called by the names clients reach it at.
+        names = frontend_names(topo.frontend.host) if topo.frontend_https else []
+        write_pki(issue_graph_pki(topo.name, [LOOPBACK, *names],
                                   validity_days=topo.security.tls.validity_days),
                   path / TLS_DIR)
     config = nats_config(topo, graph_pki_paths(topo.security, path))

@@ -120,6 +120,7 @@ def doctor_target(run: RunDir) -> DoctorTarget:
         etcd_tls=tls if topo.coordination.etcd.mode is EtcdMode.EMBEDDED else None,
         nats_tls=tls if nats.mode is NatsMode.EMBEDDED else None,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
+        frontend_tls=plan.endpoint_tls,
         worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
         expected=expectations(topo), graph=topo.name, plan=plan, pids=pids)
 

@@ -1,6 +1,7 @@
 """`security.tls` as each plane's settings: etcd's server flags, the NATS server's `tls`
-block, and the environment Dynamo 1.6.1's runtime reads (names checked against its
-`_core` library: ETCD_AUTH_*, NATS_TLS_*, DYN_TCP_TLS_*).
+block, the environment Dynamo 1.6.1's runtime reads (names checked against its `_core`
+library: ETCD_AUTH_*, NATS_TLS_*, DYN_TCP_TLS_*), and the frontend's HTTPS files with what
+our own clients of it need.
 
 Every plane is mutual TLS: servers present the graph's server certificate and ask for a
 client certificate signed by the graph's CA, so a client without one (another local user,
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..security.pki_files import TLS_DIR, PkiPaths, pki_paths
+from ..security.pki_files import TLS_DIR, EndpointTls, FrontendTlsFiles, PkiPaths, pki_paths
 from ..topology.security import Security, TlsMode
 
 
@@ -74,3 +75,26 @@ def dynamo_tls_env(paths: PkiPaths, *, nats: bool = True) -> dict[str, str]:
         "DYN_TCP_TLS_CLIENT_CERT_PATH": paths.client_cert,
         "DYN_TCP_TLS_CLIENT_KEY_PATH": paths.client_key,
     }
+
+
+def frontend_tls_files(security: Security, paths: PkiPaths | None,
+                       https: bool) -> FrontendTlsFiles | None:
+    """The frontend's `--tls-*` files when it speaks HTTPS: the graph's server certificate,
+    and its CA for client certificates when `frontend_client_certs` asks for them."""
+    if not https or paths is None:
+        return None
+    return FrontendTlsFiles(cert=paths.server_cert, key=paths.server_key,
+                            client_ca=paths.ca_cert if security.tls.frontend_client_certs
+                            else None)
+
+
+def endpoint_tls(security: Security, paths: PkiPaths | None,
+                 https: bool) -> EndpointTls | None:
+    """What dis-serve's own clients (probes, status, doctor, bench, chaos, top) need to talk
+    to that frontend: its CA, and the graph's client certificate when it asks for one."""
+    if not https or paths is None:
+        return None
+    if security.tls.frontend_client_certs:
+        return EndpointTls(ca_cert=paths.ca_cert, client_cert=paths.client_cert,
+                           client_key=paths.client_key)
+    return EndpointTls(ca_cert=paths.ca_cert)

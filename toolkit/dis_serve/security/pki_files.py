@@ -29,3 +29,24 @@ def pki_paths(directory: Path | str) -> PkiPaths:
     return PkiPaths(ca_cert=f"{d}/ca.pem", server_cert=f"{d}/server.pem",
                     server_key=f"{d}/server-key.pem", client_cert=f"{d}/client.pem",
                     client_key=f"{d}/client-key.pem")
+
+
+class FrontendTlsFiles(BaseModel):
+    """What the frontend's HTTPS server reads: its certificate and key, and the CA its
+    clients' certificates must chain to (None: no client certificates asked for)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
+class EndpointTls(BaseModel):
+    """What a client of the graph's HTTPS endpoint needs: the CA bundle its certificate is
+    checked against and, when the frontend asks for one, the certificate (and key) to
+    present. Paths only: the plan and the state file carry it, never key material."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    ca_cert: str
+    client_cert: str | None = None
+    client_key: str | None = None
