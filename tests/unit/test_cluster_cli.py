@@ -66,11 +66,16 @@ def test_render_slurm_of_a_graph_without_placement_uses_slurm_defaults(run_cli, 
     assert (tmp_path / "slurm" / "engine-configs" / "decode.yaml").is_file()
 
 
-def test_up_refuses_a_hosts_placement_and_says_what_to_run(run_cli, tmp_path, monkeypatch):
+def test_up_of_a_hosts_placement_prepares_says_what_to_run_and_waits_for_the_nodes(
+        run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
-    result = run_cli("up", GRAPHS / "demo-two-hosts.yaml", "--detach")
-    assert_one_line_error(result, "placement is hosts", "--target hosts")
-    assert not (tmp_path / "runs").exists()
+    result = run_cli("up", GRAPHS / "demo-two-hosts.yaml", "--detach", "--timeout", "1")
+    run = tmp_path / "runs" / "demo-two-hosts"
+    assert f"2. on head (127.0.0.2): {run}/node-head.sh" in result.stdout
+    assert (run / "node-workers.sh").is_file() and (run / "model-card" / "config.json").is_file()
+    # Nobody started the node scripts: one line saying where to look, exit 1.
+    assert_one_line_error(result, "not ready after 1 s; are the node scripts running?",
+                          code=1)
 
 
 def test_a_trtllm_graph_placed_on_slurm_without_an_image_names_the_key_and_nvidias_image(

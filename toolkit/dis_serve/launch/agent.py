@@ -52,6 +52,7 @@ from ..render.shell_words import runtime_names
 from ..render.slurm import ENDPOINT_FILE, STOP_REQUEST_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
+from .agent_contact import keep_in_touch
 from .cluster_tls import prepare_node_tls
 from .events import describe
 from .graph import write_worker_inputs
@@ -230,19 +231,6 @@ class _NodeShare:
                 for n in self.cluster.nodes if n.name != self.node}
 
 
-def _watch_stop_request(share: _NodeShare, stop: threading.Event,
-                        supervisor: Supervisor) -> None:
-    """Stop when the batch script asks (STOP_REQUEST_FILE in the run directory)."""
-    request = share.run.path / STOP_REQUEST_FILE
-    while not stop.is_set() and not supervisor.finished.is_set():
-        if request.exists():
-            share.say(f"{STOP_REQUEST_FILE}: stopping")
-            stop.set()
-            supervisor.request_stop()
-            return
-        stop.wait(POLL_S)
-
-
 def _supervise_node(share: _NodeShare) -> int:
     """The keeper's child: this node's supervisor, until stopped or failed."""
     budget = worker_startup_budget_s(share.topo)
@@ -260,8 +248,9 @@ def _supervise_node(share: _NodeShare) -> int:
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_stop)
     unblock_stop_signals()  # held back by the keeper's fork
-    threading.Thread(target=_watch_stop_request, args=(share, stop, supervisor),
-                     name="stop-request", daemon=True).start()
+    keep_in_touch(share.run.path, share.node,
+                  lambda: (share.say(f"{STOP_REQUEST_FILE}: stopping"), stop.set(),
+                           supervisor.request_stop()))
     head = node_processes(share.cluster, share.node).head
     if not head:
         share.say("waiting for etcd and NATS on the head node")

@@ -69,12 +69,13 @@ def find_binaries(topo: Topology) -> Binaries:
 
 
 def check_placement(topo: Topology) -> None:
-    """`up` starts processes on this machine; a hosts placement names other machines."""
+    """A local launch starts processes on this machine; a hosts placement names other
+    machines (`up` and `prepare` give it the hosts handle instead)."""
     if topo.placement.kind is PlacementKind.HOSTS:
         raise PreflightError(
             f"{topo.name}: placement is hosts ({len(topo.placement.hosts.nodes)} nodes); `up` "
-            "cannot start processes on other machines: run `dis-serve render "
-            "--target hosts` and start each node-<name>.sh on its node")
+            "cannot start processes on other machines: run `dis-serve prepare` and start "
+            "each node-<name>.sh on its node")
 
 
 def check_backend(topo: Topology) -> None:

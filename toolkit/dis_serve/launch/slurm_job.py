@@ -27,6 +27,7 @@ from ..render.slurm import (
 from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind, Topology
 from .cluster_tls import write_cluster_ca
+from .cluster_view import agent_files
 from .graph import local_model_dir, write_worker_inputs
 from .preflight import find_binaries
 from .rundir import RunDir
@@ -47,10 +48,9 @@ def job_started_at(run: RunDir) -> float | None:
 
 
 def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
-    run.remove(_EPHEMERAL)
-    # Each node's agent's view and plan of the last job: the stop order reads them.
-    run.remove(tuple(p.name for pattern in ("state-*.json", "plan-*.json")
-                     for p in run.path.glob(pattern)))
+    # The last job's agents' views and plans: the new job must not be judged by them (and
+    # the stop order reads them).
+    run.remove(_EPHEMERAL + agent_files(run))
     run.prepare()
     root = str(run.path)
     # The agents, etcd, NATS and the frontend run on the nodes from this virtual environment

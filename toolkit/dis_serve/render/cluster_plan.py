@@ -33,6 +33,9 @@ from .tls_planes import dynamo_tls_env, generates_nats_token, node_pki
 
 # The plan as JSON in the run directory, where each node's agent reads its share.
 CLUSTER_PLAN_FILE = "cluster-plan.json"
+# Written to ask every node's agent to stop its node in order (`down`, the batch script's
+# trap); the agents watch for it (launch/agent_contact.py).
+STOP_REQUEST_FILE = "stop-request"
 # The run-time variable for the head node's node-local directory of etcd's and NATS's data
 # (coordination.data_dir): the head's agent makes it and sets it (launch/node_data.py).
 DATA_DIR_VAR = "COORDINATION_DATA_DIR"

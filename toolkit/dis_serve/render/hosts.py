@@ -16,6 +16,7 @@ from ..topology.security import TlsMode
 from .cluster_plan import (
     CLUSTER_PLAN_FILE,
     DATA_DIR_VAR,
+    STOP_REQUEST_FILE,
     ClusterContext,
     ClusterPlan,
     NodeProcesses,
@@ -134,7 +135,10 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
     lines = [
         f"# {topo.name}: one script per node (placement: hosts)",
         "",
-        "Copy this directory to the same path on every node (or set DIS_SERVE_RUN_DIR to",
+        "`dis-serve prepare TOPOLOGY` writes this directory as a run directory",
+        f"(.dis-serve/runs/{topo.name}, the mocker's model card included) and prints these steps;",
+        "`dis-serve render --target hosts` writes the same files anywhere. Copy it to the same",
+        "path on every node, or put it on storage they all mount (or set DIS_SERVE_RUN_DIR to",
         "where it is). Logs go to logs/ beside the scripts.",
         "",
         "Run them in this order, each on its own node:",
@@ -154,7 +158,14 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
         f"The OpenAI endpoint is {readable(plan.endpoint)}/v1 once every worker has "
         "registered.",
         "",
-        "Stop: Ctrl-C or `kill -TERM` each script (workers first, the head node last).",
+        f"Watch: `dis-serve status {topo.name}` (every node's processes, from the agents'",
+        f"state files and heartbeats), `dis-serve logs --name {topo.name}`,",
+        f"`dis-serve doctor {topo.name}`, `dis-serve fault {topo.name} --node NODE`: from a",
+        "machine that sees this directory.",
+        "",
+        f"Stop: `dis-serve down {topo.name}` where the directory is shared (it writes",
+        f"{STOP_REQUEST_FILE}; each agent stops its node within a second), or Ctrl-C or",
+        "`kill -TERM` each script (workers first, the head node last).",
     ]
     if topo.placement.hosts is None:
         lines += ["", "placement.hosts is not set, so the scripts take addresses from the "
@@ -174,8 +185,8 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       "node; it is never written into these files."]
     if plan.needs_model_card:
         lines += ["", "The mocker reads a tokenizer-only model card at "
-                      f"{readable(plan.model_path)}; each node's agent makes it there if it "
-                      "is missing."]
+                      f"{readable(plan.model_path)}: `dis-serve prepare` writes it, and "
+                      "each node's agent makes it there if it is missing."]
     return "\n".join(lines) + "\n"
 
 

@@ -17,7 +17,13 @@ bash. Pure: text out.
 from __future__ import annotations
 
 from ..topology import Backend, SlurmPlacement, Topology
-from .cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
+from .cluster_plan import (
+    STOP_REQUEST_FILE,
+    ClusterContext,
+    ClusterPlan,
+    NodeProcesses,
+    render_cluster_plan,
+)
 from .hosts import token_lines
 from .mpi_launch import uses_mpi_launch, worker_launch_argv
 from .shell_words import checkpoint_check, comment, echo_line, private_files_lines, runtime, word
@@ -26,7 +32,6 @@ ENDPOINT_FILE = "endpoint"
 # Made by the batch script when told to stop: every agent watches for it and stops its node
 # in order. Not a signal through Slurm: Slurm signals every process of a step at once (the
 # agent's children too), and srun takes its own SIGTERM as "SIGKILL the step".
-STOP_REQUEST_FILE = "stop-request"
 # NODE_ADDR_<i>=<address> per line: what `dis-serve up` probes the processes at.
 ADDRESSES_FILE = "addresses"
 # Unix time the batch script started: submit to this is the scheduler's (and launch's) share.
