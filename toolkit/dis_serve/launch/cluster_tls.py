@@ -6,8 +6,9 @@ hosts script can take it from its environment), so the certificates are made in 
   key and the client certificate, into the run directory's `tls/` (0700, files 0600; the
   run directory is the user's own, on storage the nodes share or copied to each);
 - each node's agent, before its processes start: the node's server certificate, its own
-  address as SAN, signed with that CA, into `tls/node-<name>/`; on the head node also the
-  NATS server's config (TLS block and token reference, never the token).
+  address as SAN (on the head also `frontend.host`, which its HTTPS frontend may bind),
+  signed with that CA, into `tls/node-<name>/`; on the head node also the NATS server's
+  config (TLS block and token reference, never the token).
 Whoever can read the run directory can act as the graph either way (the client key is
 there), so the CA key beside it gives away nothing more.
 """
@@ -42,7 +43,19 @@ def write_cluster_ca(topo: Topology, run_dir: Path) -> None:
         write_nats_token(run_dir / TLS_DIR)
 
 
-def _issue_node_certificate(topo: Topology, node: str, address: str, tls_dir: Path) -> None:
+def node_server_names(topo: Topology, address: str, head: bool) -> list[str]:
+    """The SANs of a node's server certificate: its address; on the head of a graph whose
+    frontend serves HTTPS, also the names clients call that frontend by (`frontend.host`,
+    or this machine's addresses and host names when it binds every interface)."""
+    from ..security.host_names import frontend_names
+
+    names = [address]
+    if head and topo.frontend_https and topo.frontend.host is not None:
+        names += frontend_names(topo.frontend.host)
+    return list(dict.fromkeys(names))
+
+
+def _issue_node_certificate(topo: Topology, node: str, names: list[str], tls_dir: Path) -> None:
     from ..security.certs import issue_node_server, write_node_server
 
     ca_file = Path(pki_paths(tls_dir).ca_cert)
@@ -55,7 +68,7 @@ def _issue_node_certificate(topo: Topology, node: str, address: str, tls_dir: Pa
             "before the nodes start", key="security.tls.mode",
             fix="run `dis-serve up` (Slurm) or `dis-serve render` again and copy its tls/ "
                 "directory with the scripts to every node") from None
-    cert, key = issue_node_server(topo.name, node, [address], ca_cert, ca_key,
+    cert, key = issue_node_server(topo.name, node, names, ca_cert, ca_key,
                                   validity_days=topo.security.tls.validity_days)
     write_node_server(tls_dir, node, cert, key)
 
@@ -66,8 +79,8 @@ def prepare_node_tls(topo: Topology, node: NodeProcesses, values: dict[str, str]
     (`values` resolves the plan's run-time addresses), the head's NATS config; the secrets
     its processes get (launch/secrets.py: etcd's client PEMs, the NATS token)."""
     if topo.security.tls.mode is TlsMode.AUTO:
-        _issue_node_certificate(topo, node.name, resolve_runtime(node.address, values),
-                                run_dir / TLS_DIR)
+        names = node_server_names(topo, resolve_runtime(node.address, values), node.head)
+        _issue_node_certificate(topo, node.name, names, run_dir / TLS_DIR)
     if node.head:
         config = nats_config(topo, node_pki(topo.security, run_dir, node.name))
         if config is not None:

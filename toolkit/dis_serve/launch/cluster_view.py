@@ -23,6 +23,7 @@ from ..private_path import read_own_text
 from ..render.cluster_plan import CLUSTER_PLAN_FILE, ClusterPlan, NodeProcesses
 from ..render.launch_plan import LaunchPlan, ProcessSpec
 from ..render.slurm import ENDPOINT_FILE
+from ..security.pki_files import EndpointTls
 from ..topology import PlacementKind
 from .agent_contact import Heartbeat, read_heartbeat
 from .observed import ObservedGraph, ObservedProcess
@@ -186,19 +187,27 @@ def endpoint_of(run: RunDir) -> str | None:
         return None
 
 
+def endpoint_tls_here(run: RunDir, plan: ClusterPlan) -> EndpointTls | None:
+    """What a client on this machine needs for the graph's HTTPS frontend: the CA (and client
+    certificate) in the run directory as this machine sees it."""
+    return plan.endpoint_tls_with({"RUN_DIR": str(run.path)})
+
+
 def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
                     running: bool, supervisor: str, supervisor_alive: bool,
                     client=None) -> ObservedGraph:  # client: httpx.Client
-    """One look at the whole graph: the nodes' files, and the router once it has served."""
+    """One look at the whole graph: the nodes' files, and the router once it has served
+    (`client` must trust the graph's CA when its frontend serves HTTPS: endpoint_tls_here)."""
     from ..http_client import direct_client
     from ..probes import PROBE_TIMEOUT_S, router_view
 
     looks = look_at_nodes(run, plan)
     served = running and has_served(run)
     whole = node_plans(run, plan)
+    tls = endpoint_tls_here(run, plan)
     complete, router = False, None
     if served and whole is not None:
-        own = client or direct_client(PROBE_TIMEOUT_S, 0.5)
+        own = client or direct_client(PROBE_TIMEOUT_S, 0.5, tls=tls)
         try:
             view = router_view(own, whole)
             complete, router = view.complete, view.describe()
@@ -210,6 +219,7 @@ def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
     return ObservedGraph(
         name=plan.name, placement=placement, phase=folded.phase, run_dir=str(run.path),
         model_name=plan.model_name, endpoint=endpoint_of(run) if served else None,
+        endpoint_tls=tls,
         processes=folded.processes, supervisor=supervisor, supervisor_alive=supervisor_alive,
         router=router, problems=folded.problems,
         error=next((look.state.error for look in looks

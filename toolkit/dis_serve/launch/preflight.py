@@ -200,22 +200,15 @@ def check_ports(plan: LaunchPlan, topo: Topology) -> None:
                     f"{port_key(spec, port_name, plan)} to a free port")
 
 
-# The placements whose launch serves HTTPS on the frontend (security.tls.frontend); the
-# others need the graph's certificates on their head node first.
-FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
-
-
-def _frontend_warnings(topo: Topology) -> list[str]:
-    """What a frontend reachable from the network lets in."""
-    host = topo.frontend.local_host
-    if not (topo.frontend_https and topo.placement.kind in FRONTEND_TLS_APPLIED):
-        return [f"frontend.host is {host}: the OpenAI endpoint is reachable from the "
-                "network, without authentication"]
+def _frontend_warnings(topo: Topology, where: str) -> list[str]:
+    """What a frontend reachable from the network (`where`, in words) lets in."""
+    if not topo.frontend_https:
+        return [f"{where}: the OpenAI endpoint is reachable from the network, without "
+                "authentication"]
     if not topo.security.tls.frontend_client_certs:
-        return [f"frontend.host is {host}: the OpenAI endpoint is reachable from the "
-                "network over HTTPS, without client authentication; set "
-                "security.tls.frontend_client_certs: true to ask every client for a "
-                "certificate signed by the graph's CA"]
+        return [f"{where}: the OpenAI endpoint is reachable from the network over HTTPS, "
+                "without client authentication; set security.tls.frontend_client_certs: "
+                "true to ask every client for a certificate signed by the graph's CA"]
     return []
 
 
@@ -227,7 +220,10 @@ def exposure_warnings(topo: Topology) -> list[str]:
     warnings = []
     off_loopback = topo.off_loopback_because
     if topo.frontend.local_host not in ("127.0.0.1", "localhost", "::1"):
-        warnings += _frontend_warnings(topo)
+        warnings += _frontend_warnings(topo, f"frontend.host is {topo.frontend.local_host}")
+    elif topo.placement.kind.multi_node and not topo.frontend_https and off_loopback:
+        # On the head node's address; HTTPS there is the default, asked off in words.
+        warnings += _frontend_warnings(topo, f"placement {topo.placement.kind.value}")
     if topo.coordination.event_plane is EventPlane.ZMQ:
         warnings.append("coordination.event_plane is zmq: Dynamo 1.6.1 binds its ZMQ event "
                         "publishers on 0.0.0.0 (all interfaces) whatever DYN_EVENT_PLANE_HOST "

@@ -11,7 +11,7 @@ from ..errors import RunError
 from ..http_client import direct_client
 from ..probes import PROBE_TIMEOUT_S
 from ..topology import PlacementKind
-from .cluster_view import observe_cluster
+from .cluster_view import endpoint_tls_here, observe_cluster
 from .observed import ObservedGraph
 from .rundir import RunDir
 from .slurm_jobs import SlurmJob, cancel, job_state
@@ -42,7 +42,8 @@ def follow_until_ready(run: RunDir, job: SlurmJob, timeout_s: float,
     """Poll until the graph is ready. RunError (the job cancelled) if the job ends first or
     is not ready by the deadline."""
     deadline = time.monotonic() + timeout_s
-    with direct_client(PROBE_TIMEOUT_S, 0.5) as client:
+    tls = endpoint_tls_here(run, run.read_cluster_plan())
+    with direct_client(PROBE_TIMEOUT_S, 0.5, tls=tls) as client:
         while True:
             status = observe(run, job, client)
             if on_update is not None:

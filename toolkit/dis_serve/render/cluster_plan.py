@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import NodeLayout, node_layout, worker_slots
-from ..security.pki_files import PkiPaths
+from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import Backend, EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
 from .engine_config import ENGINE_CONFIG_DIR
@@ -29,7 +29,13 @@ from .launch_plan import (
 from .launch_plan import frontend_spec as _frontend_spec
 from .mpi_launch import NVIDIA_WORKER_ENV
 from .shell_words import runtime
-from .tls_planes import dynamo_tls_env, generates_nats_token, node_pki
+from .tls_planes import (
+    dynamo_tls_env,
+    endpoint_tls,
+    frontend_tls_files,
+    generates_nats_token,
+    node_pki,
+)
 
 # The plan as JSON in the run directory, where each node's agent reads its share.
 CLUSTER_PLAN_FILE = "cluster-plan.json"
@@ -71,6 +77,9 @@ class ClusterPlan(BaseModel):
     name: str
     namespace: str
     endpoint: str = Field(description="The frontend's base URL (may hold run-time variables).")
+    endpoint_tls: EndpointTls | None = Field(
+        default=None, description="What our clients of an HTTPS frontend use: the graph's CA "
+                                  "(and client certificate), as the nodes see them.")
     model_name: str
     model_path: str
     needs_model_card: bool
@@ -80,6 +89,17 @@ class ClusterPlan(BaseModel):
     @property
     def head(self) -> NodeProcesses:
         return next(n for n in self.nodes if n.head)
+
+    def endpoint_tls_with(self, values: dict[str, str]) -> EndpointTls | None:
+        """`endpoint_tls` with its run-time variables set (RUN_DIR: where this client sees
+        the run directory)."""
+        from .shell_words import resolve_runtime
+
+        if self.endpoint_tls is None:
+            return None
+        return EndpointTls.model_validate(
+            {k: v if v is None else resolve_runtime(v, values)
+             for k, v in self.endpoint_tls.model_dump().items()})
 
 
 def checkpoint_warning(topo: Topology) -> str | None:
@@ -112,7 +132,8 @@ def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
                 address: str, tls: PkiPaths | None = None) -> TargetParams:
     """Dynamo's parameters for a process on the node at `address`: it listens on and
     advertises that address and finds etcd and NATS on the head node; with `tls` (the
-    node's files), every plane the graph runs itself is mutual TLS."""
+    node's files), every plane the graph runs itself is mutual TLS, and the frontend (on the
+    head) serves HTTPS with the node's certificate where `frontend_https` says so."""
     coord = topo.coordination
     etcd = (f"{'https' if tls else 'http'}://{head}:{coord.etcd.client_port}"
             if coord.etcd.mode is EtcdMode.EMBEDDED else coord.etcd.url)
@@ -125,7 +146,8 @@ def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
         http_host=_frontend_host(topo, head), http_port=topo.frontend.port,
         model_path=model_path, engine_config_dir=f"{ctx.run_dir}/{ENGINE_CONFIG_DIR}",
         router_policy_config=topo.router.policy_config, advertise_host=address,
-        etcd_endpoints=etcd, nats_server=nats, tls_env=tls_env)
+        etcd_endpoints=etcd, nats_server=nats, tls_env=tls_env,
+        frontend_tls=frontend_tls_files(topo.security, tls, topo.frontend_https))
 
 
 def _head_processes(topo: Topology, ctx: ClusterContext, target: TargetParams,
@@ -141,7 +163,8 @@ def _head_processes(topo: Topology, ctx: ClusterContext, target: TargetParams,
         config = (f"{ctx.run_dir}/{NATS_CONFIG}" if nats_config(topo, tls) is not None
                   else None)
         specs.append(nats_spec(topo, ctx.nats_bin, head, f"{data}/nats-data", config))
-    specs.append(_frontend_spec(topo, target))
+    specs.append(_frontend_spec(topo, target,
+                                endpoint_tls(topo.security, tls, topo.frontend_https)))
     return specs
 
 
@@ -170,9 +193,12 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
                                    head=node.head, processes=specs))
     http_host = _frontend_host(topo, head_address)
     url_host = head_address if http_host in ("0.0.0.0", "::") else http_host  # noqa: S104
+    client_tls = endpoint_tls(topo.security, node_pki(topo.security, ctx.run_dir, head.name),
+                              topo.frontend_https)
+    scheme = "https" if client_tls else "http"
     return ClusterPlan(
-        name=topo.name, namespace=topo.namespace,
-        endpoint=f"http://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
+        name=topo.name, namespace=topo.namespace, endpoint_tls=client_tls,
+        endpoint=f"{scheme}://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card,
         nats_token=topo.coordination.nats.auth is not None or generates_nats_token(topo),
         nodes=nodes)
@@ -198,5 +224,6 @@ def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Pat
     return LaunchPlan(
         name=plan.name, namespace=plan.namespace, run_dir=run_dir,
         endpoint=resolve_runtime(plan.endpoint, values), model_name=plan.model_name,
+        endpoint_tls=plan.endpoint_tls_with(values),
         model_path=resolve_runtime(plan.model_path, values),
         needs_model_card=plan.needs_model_card, processes=processes)

@@ -26,6 +26,7 @@ from .launch_plan import NATS_TOKEN_ENV
 from .shell_words import (
     checkpoint_check,
     comment,
+    curl_tls_words,
     private_files_lines,
     readable,
     runtime,
@@ -177,6 +178,7 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       f"CA, client certificate{token} (0600, made by `dis-serve render`); copy "
                       "it with the scripts. Each node's agent signs its own server certificate "
                       "with that CA, for its address, when it starts."]
+    lines += _endpoint_lines(plan)
     auth = topo.coordination.nats.auth
     if auth is not None:
         where = (f"the file {auth.token_file}" if auth.token_file
@@ -188,6 +190,19 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       f"{readable(plan.model_path)}: `dis-serve prepare` writes it, and "
                       "each node's agent makes it there if it is missing."]
     return "\n".join(lines) + "\n"
+
+
+def _endpoint_lines(plan: ClusterPlan) -> list[str]:
+    """How to call an HTTPS endpoint: with the graph's CA (curl's own store lacks it) and,
+    when the frontend asks for one, its client certificate, from this directory."""
+    if plan.endpoint_tls is None:
+        return []
+    here = plan.endpoint_tls_with({"RUN_DIR": "."})
+    assert here is not None
+    who = (" and asks every client for a certificate signed by it (tls/client.pem)"
+           if here.client_cert else "")
+    return ["", f"The frontend serves HTTPS with the graph's CA{who}; from this directory:", "",
+            f"    curl -s {curl_tls_words(here)}{readable(plan.endpoint)}/v1/models"]
 
 
 def render_hosts_files(topo: Topology) -> dict[str, str]:
