@@ -3,7 +3,7 @@ threads, each sending one streamed request after the other (with a per-request t
 a request stuck on a hung worker fails instead of holding its thread), every outcome kept
 with its start and end time.
 
-    with StreamingChats(endpoint, "demo-model", threads=4) as load:
+    with StreamingChats(endpoint, "demo-model", threads=4, verify=graph_ca_context) as load:
         ...
     load.served_between(t0, t1), load.failed_between(t0, t1)
 """
@@ -11,6 +11,7 @@ with its start and end time.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -53,15 +54,18 @@ def stream_chat(client: httpx.Client, endpoint: str, model: str, max_tokens: int
 
 class StreamingChats:
     def __init__(self, endpoint: str, model: str, *, threads: int = 4, max_tokens: int = 16,
-                 timeout_s: float = 5.0) -> None:
+                 timeout_s: float = 5.0, verify: ssl.SSLContext | bool = True) -> None:
+        """`verify`: what an https endpoint is checked against (the graph's CA)."""
         self.endpoint, self.model, self.max_tokens = endpoint, model, max_tokens
+        self.verify = verify
         self.timeout_s = timeout_s
         self.outcomes: list[Outcome] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
 
     def _run(self) -> None:
-        with httpx.Client(timeout=self.timeout_s, trust_env=False) as client:
+        with httpx.Client(timeout=self.timeout_s, trust_env=False,
+                          verify=self.verify) as client:
             while not self._stop.is_set():
                 self.outcomes.append(stream_chat(client, self.endpoint, self.model,
                                                  self.max_tokens))

@@ -160,6 +160,20 @@ def etcd_http_attempt(url: str, body: dict) -> str:
     return f"refused (HTTP {reply.status_code}: {reply.text.strip()[:60]})"
 
 
+def frontend_attempt(url: str) -> str:
+    """ACCEPTED when the OpenAI endpoint at `url` (http:// or https://) lists its models to a
+    client without the graph's files (no CA: it checks nothing; no client certificate)."""
+    import httpx
+
+    try:
+        reply = httpx.get(f"{url}/v1/models", verify=False, trust_env=False, timeout=5)
+    except httpx.HTTPError as exc:
+        return _refused(exc)
+    if reply.status_code == 200:
+        return ACCEPTED
+    return f"refused (HTTP {reply.status_code}: {reply.text.strip()[:60]})"
+
+
 def tcp_reachable(address: str) -> bool:
     """A TCP connection to `address` is set up: the probes' refusals are not routing."""
     host, port = address.rsplit(":", 1)
@@ -174,7 +188,7 @@ def run_attempts(attempts: dict) -> dict:
     """The outcome of each attempt a stranger without the graph's files can make: `tcp`
     (addresses: reachable or not), `nats` ([URL, TLS or not, subject]), `nats_clear`
     (addresses), `etcd_http` ([URL, JSON body]), `request_tls` and `request_plain` (worker
-    request addresses)."""
+    request addresses), `frontend` (base URLs of the OpenAI endpoint)."""
     return {
         "tcp": {a: tcp_reachable(a) for a in attempts.get("tcp", [])},
         "nats": [asyncio.run(nats_attempt(url, no_verify() if tls else None, subject=subject))
@@ -184,6 +198,7 @@ def run_attempts(attempts: dict) -> dict:
         "request_tls": {a: request_port_attempt(a, no_verify())
                         for a in attempts.get("request_tls", [])},
         "request_plain": {a: plain_tcp_attempt(a) for a in attempts.get("request_plain", [])},
+        "frontend": [frontend_attempt(url) for url in attempts.get("frontend", [])],
     }
 
 

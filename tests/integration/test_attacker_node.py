@@ -1,13 +1,17 @@
 """From a machine on the cluster network that holds none of the graph's files (the test bed's
 attacker namespace at 198.18.0.200, on the same bridge as the nodes), every attempt on a
-running three-node graph's etcd, NATS and request plane is refused, and the graph serves
-before and after: on the Slurm target (`dis-serve up`) and on the hosts target (its node
-scripts, each in its node's namespace). Each refusal is set against the same attempt made
-with the graph's files, which succeeds, and against a plain TCP connection from the attacker,
-which is set up: what stops the attacker is authentication, not routing.
+running three-node graph's etcd, NATS, request plane and frontend is refused, and the graph
+serves (HTTPS, checked against its CA) before and after: on the Slurm target (`dis-serve
+up`) and on the hosts target (its node scripts, each in its node's namespace). Each refusal
+is set against the same attempt made with the graph's files, which succeeds, and against a
+plain TCP connection from the attacker, which is set up: what stops the attacker is
+authentication, not routing.
 
-The Slurm graph keeps every default (its NATS token is the one dis-serve makes); the hosts
-graph takes its NATS token from the environment, as `coordination.nats.auth` allows.
+The Slurm graph keeps every default (its NATS token is the one dis-serve makes; its frontend
+HTTPS without client certificates: plain HTTP is refused); the hosts graph takes its NATS
+token from the environment, as `coordination.nats.auth` allows, and its frontend asks for
+the graph's client certificate (`security.tls.frontend_client_certs`): HTTPS without one is
+refused too.
 
 Each test prints its attacker table (attempt, plane, target, result); `pytest -s` shows it.
 """
@@ -21,6 +25,7 @@ import json
 import os
 import secrets
 import signal
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -51,18 +56,33 @@ TOKEN_ENV = "IT_ATTACK_NATS_TOKEN"
 SLURM_BASE, HOSTS_BASE = 18800, 18850
 
 
-def _data(name: str, base: int, *, token_env: bool) -> dict:
+def _data(name: str, base: int, *, token_env: bool, client_certs: bool = False) -> dict:
     """The demo-3node graph on its own ports; with `token_env`, NATS's token from the
-    environment (else the one dis-serve makes: the default)."""
+    environment (else the one dis-serve makes: the default); with `client_certs`, a frontend
+    that asks for the graph's client certificate."""
     data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), name, base)
     if token_env:
         data["coordination"]["nats"]["auth"] = {"token_env": TOKEN_ENV}
+    if client_certs:
+        data.setdefault("security", {}).setdefault("tls", {})["frontend_client_certs"] = True
     return data
 
 
-def _chat(endpoint: str, ca: str) -> bool:
+def _graphs_context(run_dir: Path, client_certs: bool) -> ssl.SSLContext:
+    """What the graph's own clients hold: its CA, and its client certificate when asked."""
+    tls = pki_paths(run_dir / TLS_DIR)
+    context = ssl.create_default_context(cafile=tls.ca_cert)
+    if client_certs:
+        context.load_cert_chain(tls.client_cert, tls.client_key)
+    return context
+
+
+def _chat(endpoint: str, context: ssl.SSLContext) -> bool:
+    """A chat over HTTPS, the frontend's certificate checked against the graph's CA (the
+    head's address in its SANs)."""
+    assert endpoint.startswith("https://"), endpoint
     reply = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
-                       verify=ca if endpoint.startswith("https") else True,
+                       verify=context,
                        json={"model": "demo-model", "max_tokens": 8,
                              "messages": [{"role": "user", "content": "w3 w4 w5"}]})
     return reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
@@ -86,6 +106,8 @@ class Attack:
         coord = topo.coordination
         self.etcd = f"{HEAD}:{coord.etcd.client_port}"
         self.nats = f"{HEAD}:{coord.nats.port}"
+        self.frontend = f"{HEAD}:{topo.frontend.port}"
+        self.client_certs = topo.security.tls.frontend_client_certs
         self.rows: list[tuple[str, str, str, str]] = []
 
     def _etcd_value(self, key: str) -> str:
@@ -141,12 +163,16 @@ class Attack:
                       "range_end": base64.b64encode(b"v10").decode()}
         gateway = [[f"{scheme}://{self.etcd}/v3/kv/{verb}", everything]
                    for scheme in ("https", "http") for verb in ("range", "deleterange")]
-        attempts = {"tcp": [self.etcd, self.nats, *workers],
+        # The frontend: plain HTTP; HTTPS without a client certificate where one is asked for
+        # (without client certificates HTTPS is open to anyone who reaches it, by design).
+        frontend = [f"http://{self.frontend}"] + (
+            [f"https://{self.frontend}"] if self.client_certs else [])
+        attempts = {"tcp": [self.etcd, self.nats, self.frontend, *workers],
                     "etcd_http": gateway,
                     "nats_clear": [self.nats],
                     "nats": [[f"tls://{self.nats}", True, None],
                              [f"tls://{self.nats}", True, ">"]],
-                    "request_tls": workers, "request_plain": workers}
+                    "request_tls": workers, "request_plain": workers, "frontend": frontend}
         out = subprocess.run(in_namespace(self.cluster.attacker, sys.executable, PROBES,
                                           json.dumps(attempts)),
                              capture_output=True, text=True, timeout=120, check=True)
@@ -167,6 +193,10 @@ class Attack:
                               "request (TCP)", worker, found["request_tls"][worker]))
             self.rows.append(("clear-text bytes to a worker's request port",
                               "request (TCP)", worker, found["request_plain"][worker]))
+        for url, result in zip(frontend, found["frontend"], strict=True):
+            how = ("HTTPS, no client certificate" if url.startswith("https")
+                   else "plain HTTP")
+            self.rows.append((f"GET /v1/models, {how}", "frontend", url, result))
         assert not [row for row in self.rows if row[3] == ACCEPTED], self.rows
 
     def _with_the_graphs_files(self, workers: list[str]) -> None:
@@ -217,13 +247,16 @@ def test_a_slurm_graph_refuses_every_attempt_from_a_node_without_its_files(
     try:
         assert wait_until((run.path / "endpoint").is_file, timeout=30)
         endpoint = (run.path / "endpoint").read_text().strip()
-        ca = str(run.path / TLS_DIR / "ca.pem")
-        assert _chat(endpoint, ca)
+        ours = _graphs_context(run.path, client_certs=False)
+        assert _chat(endpoint, ours)
         token = (run.path / TLS_DIR / "nats-token").read_text().strip()
         attack = Attack(netns_cluster, run.path, Topology.model_validate(data), token)
         attack.run()
         print(f"\nSlurm target, attacker at {ATTACKER_ADDRESS}:\n{attack.table()}")
-        assert _chat(endpoint, ca)
+        assert _chat(endpoint, ours)
+        # Our own client sees the router over HTTPS with the graph's CA.
+        status = cli("status", "it-attack-slurm")
+        assert status.returncode == 0 and "decode 2/2" in status.stdout, status.stdout
     finally:
         down = cli("down", "it-attack-slurm")
     assert down.returncode == 0, down.stdout + down.stderr
@@ -234,7 +267,7 @@ def test_a_slurm_graph_refuses_every_attempt_from_a_node_without_its_files(
 def test_a_hosts_graph_refuses_every_attempt_from_a_node_without_its_files(
         netns_cluster, tmp_path):
     token = secrets.token_urlsafe(24)
-    data = _data("it-attack-hosts", HOSTS_BASE, token_env=True)
+    data = _data("it-attack-hosts", HOSTS_BASE, token_env=True, client_certs=True)
     data["placement"] = {"hosts": {"nodes": [
         {"name": name, "address": f"198.18.0.1{k}"} for k, name in enumerate(NODES, 1)]}}
     topo = Topology.model_validate(data)
@@ -257,12 +290,12 @@ def test_a_hosts_graph_refuses_every_attempt_from_a_node_without_its_files(
         assert wait_until((run_dir / "endpoint").is_file, timeout=90), \
             (run_dir / "node-n1.out").read_text()[-2000:]
         endpoint = (run_dir / "endpoint").read_text().strip()
-        ca = str(run_dir / TLS_DIR / "ca.pem")
-        assert _chat(endpoint, ca)
+        ours = _graphs_context(run_dir, client_certs=True)
+        assert _chat(endpoint, ours)
         attack = Attack(netns_cluster, run_dir, topo, token)
         attack.run()
         print(f"\nhosts target, attacker at {ATTACKER_ADDRESS}:\n{attack.table()}")
-        assert _chat(endpoint, ca)
+        assert _chat(endpoint, ours)
         assert all(scripts[node].poll() is None for node in NODES)
     finally:
         for node in ("n3", "n2", "n1"):

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -40,9 +41,10 @@ def _topology() -> Topology:
     return Topology.model_validate(data)
 
 
-def _served(url: str) -> bool:
+def _served(url: str, ca: ssl.SSLContext) -> bool:
     try:
-        ready = httpx.get(f"{url}/v1/models/demo-model/ready", timeout=2, trust_env=False)
+        ready = httpx.get(f"{url}/v1/models/demo-model/ready", timeout=2, trust_env=False,
+                          verify=ca)
     except httpx.HTTPError:
         return False
     return ready.status_code == 200
@@ -88,13 +90,15 @@ def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_c
         scripts[node] = netns_cluster.popen_in(node, ["bash", str(run_dir / f"node-{node}.sh")],
                                                env=env, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True)
-    endpoint = f"http://198.18.0.11:{BASE}"
+    # HTTPS off loopback by default, the head's certificate signed by the graph's CA.
+    endpoint = f"https://198.18.0.11:{BASE}"
+    ca = ssl.create_default_context(cafile=run_dir / "tls" / "ca.pem")
     try:
-        assert wait_until(lambda: _served(endpoint), timeout=90), \
+        assert wait_until(lambda: _served(endpoint, ca), timeout=90), \
             (run_dir / "node-n1.out").read_text()[-2000:]
         reply = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
-                           json={"model": "demo-model", "max_tokens": 8,
-                                 "messages": [{"role": "user", "content": "w3 w4 w5"}]})
+                           verify=ca, json={"model": "demo-model", "max_tokens": 8,
+                                            "messages": [{"role": "user", "content": "w3 w4 w5"}]})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
         for node in ("n2", "n3"):
             assert any("dynamo.mocker" in line

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -63,9 +64,10 @@ def _tree(proc: subprocess.Popen[bytes]) -> set[int]:
         return set()
 
 
-def _served(url: str) -> bool:
+def _served(url: str, ca: ssl.SSLContext) -> bool:
     try:
-        ready = httpx.get(f"{url}/v1/models/demo-model/ready", timeout=2, trust_env=False)
+        ready = httpx.get(f"{url}/v1/models/demo-model/ready", timeout=2, trust_env=False,
+                          verify=ca)
     except httpx.HTTPError:
         return False
     return ready.status_code == 200
@@ -82,13 +84,15 @@ def test_head_and_worker_scripts_on_two_addresses_serve_and_stop_cleanly(tmp_pat
     write_cluster_ca(topo, run_dir)  # what `render` writes into tls/ beside the scripts
     head = _start(run_dir / "node-head.sh", run_dir)
     workers = _start(run_dir / "node-workers.sh", run_dir)
-    endpoint = f"http://127.0.0.2:{BASE}"
+    # HTTPS off loopback by default, the head's certificate signed by the graph's CA.
+    endpoint = f"https://127.0.0.2:{BASE}"
+    ca = ssl.create_default_context(cafile=run_dir / "tls" / "ca.pem")
     try:
-        assert wait_until(lambda: _served(endpoint), timeout=90), \
+        assert wait_until(lambda: _served(endpoint, ca), timeout=90), \
             (run_dir / "node-workers.out").read_text()[-2000:]
         reply = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
-                           json={"model": "demo-model", "max_tokens": 8,
-                                 "messages": [{"role": "user", "content": "w3 w4 w5"}]})
+                           verify=ca, json={"model": "demo-model", "max_tokens": 8,
+                                            "messages": [{"role": "user", "content": "w3 w4 w5"}]})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
 
         listening = _listening(_tree(head) | _tree(workers))

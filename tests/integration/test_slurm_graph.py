@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,9 @@ def test_the_demo_graph_as_a_slurm_job_serves_and_down_cancels_it(slurm, tmp_pat
     run = RunDir.for_graph("it-slurm", home)
     job = read_job(run)
     assert job is not None and f"submitted Slurm job {job.job_id}" in up.stdout
-    endpoint = f"http://127.0.0.1:{BASE}"
+    # placement slurm: HTTPS by default, checked against the graph's CA
+    endpoint = f"https://127.0.0.1:{BASE}"
+    ca = ssl.create_default_context(cafile=run.path / "tls" / "ca.pem")
     assert "ready in" in up.stdout and endpoint in up.stdout
     # The job writes it once its own checks pass, which may be a moment after `up` saw ready.
     endpoint_file = run.path / "endpoint"
@@ -82,12 +85,12 @@ def test_the_demo_graph_as_a_slurm_job_serves_and_down_cancels_it(slurm, tmp_pat
     assert endpoint_file.read_text().strip() == endpoint
     try:
         chat = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
-                          json={"model": "demo-model", "max_tokens": 8,
-                                "messages": [{"role": "user", "content": "w3 w4 w5"}]})
+                          verify=ca, json={"model": "demo-model", "max_tokens": 8,
+                                           "messages": [{"role": "user", "content": "w3 w4 w5"}]})
         assert chat.status_code == 200 and chat.json()["usage"]["completion_tokens"] == 8
         with httpx.stream("POST", f"{endpoint}/v1/completions", trust_env=False, timeout=30,
-                          json={"model": "demo-model", "prompt": "w7 w8", "max_tokens": 5,
-                                "stream": True}) as response:
+                          verify=ca, json={"model": "demo-model", "prompt": "w7 w8",
+                                           "max_tokens": 5, "stream": True}) as response:
             assert response.status_code == 200
             chunks = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
         assert chunks[-1] == "[DONE]"

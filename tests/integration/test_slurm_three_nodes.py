@@ -15,6 +15,7 @@ import json
 import os
 import pwd
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -85,8 +86,10 @@ def _listening(cluster: NetnsCluster, node: str) -> dict[str, set[str]]:
     return found
 
 
-def _chat(endpoint: str) -> int:
+def _chat(endpoint: str, run: RunDir) -> int:
+    """Completion tokens of one chat over HTTPS, checked against the graph's CA."""
     reply = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
+                       verify=ssl.create_default_context(cafile=run.path / "tls" / "ca.pem"),
                        json={"model": "demo-model", "max_tokens": 8,
                              "messages": [{"role": "user", "content": "w3 w4 w5"}]})
     return reply.json()["usage"]["completion_tokens"] if reply.status_code == 200 else 0
@@ -115,8 +118,10 @@ def _job_state(cluster: NetnsCluster, job_id: str) -> str:
 def _up(cluster: NetnsCluster, home: Path, topology: Path, name: str):
     up = _cli(cluster, home, "up", str(topology), "--detach")
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "ready in" in up.stdout and f"http://{HEAD}:{BASE}" in up.stdout
+    assert "ready in" in up.stdout and f"https://{HEAD}:{BASE}" in up.stdout
     run = RunDir.for_graph(name, home)
+    # `up` prints how to curl it, with the graph's CA
+    assert f"--cacert {run.path}/tls/ca.pem" in up.stdout, up.stdout
     job = read_job(run)
     assert job is not None
     assert wait_until((run.path / "endpoint").is_file, timeout=30)
@@ -135,8 +140,8 @@ def _nothing_left(cluster: NetnsCluster, run: RunDir) -> None:
                           timeout=15), (node, _graph_processes(cluster, node, run.path))
 
 
-def _serves_at_the_head_with_every_process_on_its_node(cluster, home, endpoint) -> None:
-    assert _chat(endpoint) == 8
+def _serves_at_the_head_with_every_process_on_its_node(cluster, home, run, endpoint) -> None:
+    assert _chat(endpoint, run) == 8
     status = _cli(cluster, home, "status", "it-3node")
     assert "router: prefill 1/1, decode 2/2" in status.stdout, status.stdout
     assert _listening(cluster, "n1") == {
@@ -159,7 +164,7 @@ def _killed_and_back(cluster, run: RunDir, job_id: str, endpoint: str, node: str
         return (state.get("phase") == "ready" and proc.get("pid") not in (None, pid)
                 and proc.get("state") == "ready")
     assert wait_until(back, timeout=10), (process, _node_state(run, node))
-    assert wait_until(lambda: _chat(endpoint) == 8, timeout=10 - (time.monotonic() - killed))
+    assert wait_until(lambda: _chat(endpoint, run) == 8, timeout=10 - (time.monotonic() - killed))
     print(f"\n{process} on {node} SIGKILLed: back and serving after "
           f"{time.monotonic() - killed:.1f} s")
     assert _job_state(cluster, job_id) == "RUNNING"
@@ -178,7 +183,7 @@ def _agent_killed_and_back(cluster, run: RunDir, job_id: str, endpoint: str,
         return (state.get("supervisor_pid") not in (None, agent)
                 and state.get("phase") == "ready")
     assert wait_until(back, timeout=10), _node_state(run, node)
-    assert wait_until(lambda: _chat(endpoint) == 8, timeout=10 - (time.monotonic() - killed))
+    assert wait_until(lambda: _chat(endpoint, run) == 8, timeout=10 - (time.monotonic() - killed))
     print(f"\nagent of {node} SIGKILLed: back and serving after "
           f"{time.monotonic() - killed:.1f} s")
     assert _job_state(cluster, job_id) == "RUNNING"
@@ -200,11 +205,11 @@ def test_a_three_node_graph_heals_every_kill_and_down_leaves_nothing_for_a_clean
         netns_cluster, tmp_path):
     home = tmp_path / "home"
     topology = _topology(tmp_path, "it-3node")
-    endpoint = f"http://{HEAD}:{BASE}"
+    endpoint = f"https://{HEAD}:{BASE}"
     run, job = _up(netns_cluster, home, topology, "it-3node")
     data = _data_dir("it-3node", job.job_id)
     try:
-        _serves_at_the_head_with_every_process_on_its_node(netns_cluster, home, endpoint)
+        _serves_at_the_head_with_every_process_on_its_node(netns_cluster, home, run, endpoint)
         # etcd's and NATS's data: on the head node's own disk, private, not the run directory
         assert (data / "etcd-data").is_dir() and (data / "nats-data").is_dir()
         assert data.stat().st_mode & 0o777 == 0o700
@@ -226,7 +231,7 @@ def test_a_three_node_graph_heals_every_kill_and_down_leaves_nothing_for_a_clean
     run, again = _up(netns_cluster, home, topology, "it-3node")
     try:
         assert again.job_id != job.job_id
-        assert _chat(endpoint) == 8
+        assert _chat(endpoint, run) == 8
         states = [_node_state(run, node) for node in ("node0", "node1", "node2")]
         assert all(s["phase"] == "ready" for s in states), states
         assert all(p["restarts"] == 0 for s in states for p in s["processes"]), states

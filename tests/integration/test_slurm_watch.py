@@ -9,6 +9,7 @@ graphs/demo-3node-slurm.yaml on the multi-node test bed (tests/netns_cluster.py)
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import sys
 import time
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 NAME = "it-3watch"
 BASE = 18940
-ENDPOINT = f"http://198.18.0.11:{BASE}"
+ENDPOINT = f"https://198.18.0.11:{BASE}"  # HTTPS off loopback, by default
 NODES = {"etcd": "node0", "nats": "node0", "frontend": "node0", "prefill-0": "node0",
          "decode-0": "node1", "decode-1": "node2"}
 PAUSE_S = 20
@@ -100,7 +101,9 @@ def test_logs_read_a_process_and_an_agent_on_another_node(graph):
 
 def test_a_hung_node_degrades_the_graph_the_other_decode_worker_serves_then_it_is_ready(graph):
     cluster, home, run = graph
-    with StreamingChats(ENDPOINT, "demo-model", threads=4, timeout_s=5) as load:
+    with StreamingChats(ENDPOINT, "demo-model", threads=4, timeout_s=5,
+                        verify=ssl.create_default_context(cafile=run.path / "tls" / "ca.pem")
+                        ) as load:
         assert wait_until(lambda: load.served_between(0, time.monotonic()) >= 8, timeout=30)
         fault = subprocess.Popen(
             [DIS_SERVE, "fault", NAME, "--node", "node2", "--action", "pause", "--duration",
