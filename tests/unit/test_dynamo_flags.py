@@ -25,13 +25,14 @@ from dis_serve.render.dynamo_argv import (
 )
 from dis_serve.render.k8s import target_params as k8s_target
 from dis_serve.render.shell_words import runtime
+from dis_serve.render.tls_planes import node_pki
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 
 TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml",
                  # --publish-metrics (autoscaled) and the graph `make gpu-check` runs.
                  "llama70b-h100-disagg-planner.yaml", "../benchmarks/gpu/qwen3-0.6b-1p1d.yaml"]
-MOCKER_GRAPHS = ["demo.yaml", "agg-mocker.yaml"]
+MOCKER_GRAPHS = ["demo.yaml", "agg-mocker.yaml", "demo-3node-slurm.yaml"]  # the last: HTTPS
 ALL_GRAPHS = TRTLLM_GRAPHS + MOCKER_GRAPHS
 
 
@@ -50,8 +51,16 @@ def _cluster_node(topo: Topology) -> TargetParams:
     return node_target(topo, ctx, "/models/card", "10.0.0.1", runtime("NODE_ADDR_1"))
 
 
+def _cluster_head(topo: Topology) -> TargetParams:
+    """The head node of the hosts and Slurm targets: its frontend (HTTPS by default there)."""
+    ctx = ClusterContext(run_dir="/run", node_addresses=["10.0.0.1"])
+    return node_target(topo, ctx, "/models/card", "10.0.0.1", "10.0.0.1",
+                       node_pki(topo.security, "/run", "head"))
+
+
 # Every target's own parameters go through the same parsers.
-TARGETS = {"local": _local, "k8s": k8s_target, "cluster-node": _cluster_node}
+TARGETS = {"local": _local, "k8s": k8s_target, "cluster-node": _cluster_node,
+           "cluster-head": _cluster_head}
 
 
 @pytest.fixture
@@ -96,6 +105,8 @@ def test_frontend_argv_parses_with_dynamo_frontend_parser_without_warnings(graph
     assert (config.http_host, config.http_port) == (params.http_host, params.http_port)
     if params.namespace is not None:
         assert config.namespace == params.namespace
+    if params.frontend_tls is not None:
+        assert str(config.tls_cert_path) == params.frontend_tls.cert
 
 
 @pytest.mark.parametrize("target", TARGETS)
