@@ -120,8 +120,8 @@ def _up(cluster: NetnsCluster, home: Path, topology: Path, name: str):
     assert up.returncode == 0, up.stdout + up.stderr
     assert "ready in" in up.stdout and f"https://{HEAD}:{BASE}" in up.stdout
     run = RunDir.for_graph(name, home)
-    # `up` prints how to curl it, with the graph's CA
-    assert f"--cacert {run.path}/tls/ca.pem" in " ".join(up.stdout.split()), up.stdout
+    # `up` prints how to curl it, with the graph's CA (the console may wrap the line anywhere)
+    assert f"--cacert{run.path}/tls/ca.pem" in "".join(up.stdout.split()), up.stdout
     job = read_job(run)
     assert job is not None
     assert wait_until((run.path / "endpoint").is_file, timeout=30)
