@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from conftest import GRAPHS
 from dis_serve.launch.agent import NodeRunDir, node_launch_plan, runtime_values
+from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.node_stop import STOP_WAIT_S, CrossNodeStop, stop_blockers
 from dis_serve.launch.status import (
     GraphPhase,
@@ -26,6 +27,7 @@ ADDRESSES = "NODE_ADDR_0=198.18.0.11\nNODE_ADDR_1=198.18.0.12\nNODE_ADDR_2=198.1
 def _own_plan(tmp_path, node: str):
     plan = render_slurm_plan(THREE_NODES, run_dir=str(tmp_path))
     (tmp_path / ADDRESSES_FILE).write_text(ADDRESSES)
+    write_cluster_ca(THREE_NODES, tmp_path)  # as `up` does: the HTTPS frontend's probes read it
     values = runtime_values(plan, node, tmp_path, environ={}, data_dir=tmp_path / "local")
     return node_launch_plan(plan, node, values, tmp_path, THREE_NODES)[0]
 

@@ -40,4 +40,4 @@ def test_a_two_host_graph_re_rendered_keeps_its_frontend_on_the_head_address(tmp
     plan = ClusterPlan.model_validate_json(again["hosts/cluster-plan.json"])
     frontend = next(p for p in plan.head.processes if p.name == "frontend")
     assert frontend.argv[frontend.argv.index("--http-host") + 1] == "127.0.0.2"
-    assert plan.endpoint == "http://127.0.0.2:8000"
+    assert plan.endpoint == "https://127.0.0.2:8000"
