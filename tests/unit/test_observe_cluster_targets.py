@@ -113,3 +113,18 @@ def test_render_writes_the_file_discovery_config_beside_the_hosts_and_slurm_scri
         config = yaml.safe_load((tmp_path / target / "observability/prometheus.yml")
                                 .read_text())
         assert config["scrape_configs"][0]["file_sd_configs"][0]["files"] == ["targets/*.json"]
+
+
+@needs_promtool
+def test_an_https_frontend_is_scraped_over_https_with_the_graphs_ca_and_workers_over_http(
+        tmp_path):
+    plan = render_slurm_plan(_topo("demo-two-hosts"))
+    files = render_cluster_observability(plan)
+    files |= {path: dump_targets(t) for path, t in graph_targets(plan, SLURM_ADDRESSES).items()}
+    (job,) = yaml.safe_load(files["prometheus.yml"])["scrape_configs"]
+    assert job["tls_config"] == {"ca_file": "../tls/ca.pem"}  # beside observability/
+    result = _promtool("check", "service-discovery", "--timeout=1s",
+                       str(_write(tmp_path, files)), "dis-serve-demo-two-hosts")
+    schemes = {t["labels"]["pool"]: t["labels"].get("__scheme__", "http")
+               for t in json.loads(result.stdout)}
+    assert schemes == {"frontend": "https", "prefill": "http", "decode": "http"}

@@ -62,15 +62,18 @@ def node_targets(plan: ClusterPlan, node: int, values: dict[str, str]) -> list[d
     address = _resolved(entry.address, values, what)
     targets = []
     for spec in entry.processes:
+        scheme = {}
         if spec.kind is ProcessKind.FRONTEND:
             where, pool = host_port(_resolved(plan.endpoint, values, what)), "frontend"
+            if plan.endpoint_tls is not None:  # the job's tls_config has the graph's CA
+                scheme = {"__scheme__": "https"}
         elif spec.kind is ProcessKind.WORKER and spec.role is not None:
             where, pool = f"{address}:{spec.ports['system']}", spec.role.value
         else:
             continue
         targets.append({"targets": [where],
                         "labels": {"graph": plan.name, "process": spec.name, "pool": pool,
-                                   "node": entry.name}})
+                                   "node": entry.name} | scheme})
     return targets
 
 
@@ -85,12 +88,26 @@ def dump_targets(targets: list[dict]) -> str:
     return json.dumps(targets, indent=2) + "\n"
 
 
+def _tls_config(plan: ClusterPlan) -> dict:
+    """An HTTPS frontend's scrape: the graph's CA (and client certificate), named relative to
+    prometheus.yml in the run directory's observability/ (Prometheus resolves them there);
+    the workers' plain-HTTP system ports ignore it."""
+    tls = plan.endpoint_tls_with({"RUN_DIR": ".."})
+    if tls is None:
+        return {}
+    config = {"ca_file": tls.ca_cert}
+    if tls.client_cert is not None:
+        config |= {"cert_file": tls.client_cert, "key_file": tls.client_key or tls.client_cert}
+    return {"tls_config": config}
+
+
 def cluster_prometheus_config(plan: ClusterPlan) -> dict:
     return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": "5s"},
             "scrape_configs": [{"job_name": f"dis-serve-{plan.name}",
                                 "metrics_path": "/metrics",
                                 "file_sd_configs": [{"files": [f"{TARGETS_DIR}/*.json"],
-                                                     "refresh_interval": REFRESH}]}]}
+                                                     "refresh_interval": REFRESH}],
+                                **_tls_config(plan)}]}
 
 
 def render_cluster_observability(plan: ClusterPlan,
