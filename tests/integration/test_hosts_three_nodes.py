@@ -117,7 +117,7 @@ def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_c
             return state["phase"] == "ready" and proc["restarts"] == 1 and proc["pid"] != victim
         assert wait_until(healed, timeout=30), (run_dir / "state-n3.json").read_text()
         assert all(scripts[node].poll() is None for node in NODES)
-        assert wait_until(lambda: _served(endpoint), timeout=10)
+        assert wait_until(lambda: _served(endpoint, ca), timeout=10)
     finally:
         for node in ("n3", "n2", "n1"):
             scripts[node].send_signal(signal.SIGTERM)

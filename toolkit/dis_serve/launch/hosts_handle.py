@@ -52,8 +52,11 @@ _EPHEMERAL_GLOBS = (*AGENT_FILE_GLOBS, f"{FAULT_PREFIX}*", STOP_REQUEST_FILE, "e
 
 def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:
     """Write the complete run directory: node scripts, README, cluster plan, topology, the
-    mocker's model card and the engine configs. PreflightError while its agents run."""
+    graph's CA and client certificate (`tls/`, security.tls.mode auto: each node's agent signs
+    its own server certificate with it), the mocker's model card and the engine configs.
+    PreflightError while its agents run."""
     from ..render.hosts import render_hosts_files
+    from .cluster_tls import write_cluster_ca
     from .graph import write_worker_inputs
 
     if is_hosts_run(run) and agents_running(look_at_nodes(run, run.read_cluster_plan())):
@@ -66,6 +69,7 @@ def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:
         path = run.path / name
         write_atomic(path, text, 0o700 if name.endswith(".sh") else PRIVATE_FILE)
         path.chmod(0o700 if name.endswith(".sh") else PRIVATE_FILE)
+    write_cluster_ca(topo, run.path)
     plan = run.read_cluster_plan()
     card = resolve_runtime(plan.model_path, {"RUN_DIR": str(run.path)})
     write_worker_inputs(topo, run.path, card if plan.needs_model_card else None)
