@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import os
@@ -187,3 +188,46 @@ def validate_manifest(document: dict) -> None:
     import kubernetes_validate
 
     kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+
+
+K8S_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"
+# Custom resources' schemas, as published by their projects (tests/fixtures/k8s/).
+CRDS = {"DynamoGraphDeployment": "nvidia.com_dynamographdeployments.yaml.gz",
+        "Certificate": "cert-manager.io_certificates.yaml"}
+
+
+def _strict(schema):
+    """A CRD's structural schema as Kubernetes' API server prunes it, made to refuse what it
+    would silently drop: unknown fields, except under x-kubernetes-preserve-unknown-fields."""
+    if isinstance(schema, list):
+        return [_strict(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _strict(value) for key, value in schema.items()}
+    if out.get("type") == "object" and "properties" in out and "additionalProperties" not in \
+            out and not out.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+@functools.cache
+def crd_schema(kind: str, version: str) -> dict:
+    import gzip
+
+    import yaml
+
+    path = K8S_FIXTURES / CRDS[kind]
+    data = path.read_bytes()
+    text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode()
+    [crd] = [doc for doc in yaml.safe_load_all(text) if doc]
+    served = next(v for v in crd["spec"]["versions"] if v["name"] == version)
+    return _strict(served["schema"]["openAPIV3Schema"])
+
+
+def validate_custom_resource(document: dict) -> None:
+    """Raise unless a DynamoGraphDeployment or cert-manager Certificate is valid against its
+    project's CRD, unknown fields included."""
+    import jsonschema
+
+    version = document["apiVersion"].rsplit("/", 1)[-1]
+    jsonschema.Draft7Validator(crd_schema(document["kind"], version)).validate(document)

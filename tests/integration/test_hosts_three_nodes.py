@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, wait_until
+from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
 from dis_serve.render.hosts import render_hosts_files
 from dis_serve.topology import Topology
@@ -77,6 +78,7 @@ def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_c
         (run_dir / name).write_text(text)
     write_model_card(run_dir / "model-card", topo.model.resolved_architecture(),
                      name=topo.model.id)
+    write_cluster_ca(topo, run_dir)  # what `render` writes into tls/ beside the scripts
     # The scripts call etcd, nats-server and python3 by name, as on a node that has them.
     env = os.environ | {"DIS_SERVE_RUN_DIR": str(run_dir),
                         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}

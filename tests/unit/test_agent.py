@@ -28,7 +28,7 @@ def test_a_worker_nodes_agent_runs_only_its_own_worker_at_its_own_address(tmp_pa
     assert [p.name for p in own.processes] == ["decode-1"]
     decode = own.processes[0]
     assert decode.env["DYN_TCP_RPC_HOST"] == "198.18.0.13"
-    assert decode.env["ETCD_ENDPOINTS"] == "http://198.18.0.11:2379"
+    assert decode.env["ETCD_ENDPOINTS"] == "https://198.18.0.11:2379"
     assert decode.readiness.url == "http://198.18.0.13:9102/health"
     assert own.endpoint == whole.endpoint == "http://198.18.0.11:8000"
     assert len(whole.processes) == 6

@@ -47,7 +47,8 @@ def _main(component: dict) -> dict:
 
 
 def _env(container: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container.get("env", [])}
+    # Secret-backed variables (valueFrom) read as None.
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
 
 
 @pytest.mark.parametrize("graph", EXAMPLES)
@@ -200,11 +201,13 @@ def test_workers_probe_health_and_liveness_on_the_system_port():
     assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": port}
 
 
-def test_the_frontend_is_probed_on_its_http_port():
+def test_the_frontend_is_probed_on_its_http_port_over_https():
     _, docs = _manifests("llama70b-h100-disagg.yaml")
     container = _main(_components(docs)["frontend"])
-    assert container["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http",
+                                                     "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http",
+                                                      "scheme": "HTTPS"}
 
 
 def test_engine_configs_ship_as_a_config_map_the_workers_mount():

@@ -114,3 +114,25 @@ def test_relabelling_names_graph_pool_and_pod_for_both_ways_operators_label_work
                   for t in json.loads(result.stdout)) == [
         ("demo-decode-0", "decode", "demo"), ("demo-prefill-0", "prefill", "demo"),
         ("demo-worker-0", "agg", "demo")]
+
+
+def test_an_https_frontend_is_scraped_with_its_secrets_ca_under_its_service_name():
+    topo = _topo("llama70b-h100-disagg")
+    (frontend,) = _monitors(topo)["frontend"]["spec"]["podMetricsEndpoints"]
+    assert frontend["scheme"] == "https"
+    assert frontend["tlsConfig"] == {
+        "ca": {"secret": {"name": "llama70b-disagg-frontend-tls", "key": "ca.crt"}},
+        "serverName": "llama70b-disagg-frontend"}
+    (workers,) = _monitors(topo)["workers"]["spec"]["podMetricsEndpoints"]
+    assert "scheme" not in workers and "tlsConfig" not in workers
+
+
+def test_a_frontend_asking_for_client_certificates_is_scraped_with_the_pods_one():
+    data = yaml.safe_load((GRAPHS / "llama70b-h100-disagg.yaml").read_text())
+    data["security"] = {"tls": {"frontend_client_certs": True}}
+    (frontend,) = render_pod_monitors(Topology.model_validate(data))[0]["spec"][
+        "podMetricsEndpoints"]
+    assert frontend["tlsConfig"]["cert"] == {
+        "secret": {"name": "llama70b-disagg-client-tls", "key": "tls.crt"}}
+    assert frontend["tlsConfig"]["keySecret"] == {"name": "llama70b-disagg-client-tls",
+                                                  "key": "tls.key"}

@@ -109,11 +109,25 @@ def test_the_zmq_event_plane_is_flagged_for_binding_every_interface():
     assert "0.0.0.0" in warning and "event_plane: nats" in warning
 
 
-def test_a_frontend_on_a_public_address_is_flagged():
+def test_a_frontend_on_a_public_address_is_flagged_as_https_without_client_auth():
     warnings = exposure_warnings(_demo(frontend__host="0.0.0.0",
+                                       coordination__event_plane="nats"))
+    assert warnings[0].startswith("frontend.host is 0.0.0.0: the OpenAI endpoint is reachable "
+                                  "from the network over HTTPS, without client authentication")
+    assert "security.tls.frontend_client_certs: true" in warnings[0]
+
+
+def test_a_plain_http_frontend_on_a_public_address_is_flagged_as_unauthenticated():
+    warnings = exposure_warnings(_demo(frontend__host="0.0.0.0", security__tls={"frontend": False},
                                        coordination__event_plane="nats"))
     assert warnings[0] == ("frontend.host is 0.0.0.0: the OpenAI endpoint is reachable from "
                            "the network, without authentication")
+
+
+def test_a_public_frontend_that_asks_for_client_certificates_is_not_flagged():
+    assert exposure_warnings(_demo(frontend__host="0.0.0.0",
+                                   security__tls={"frontend_client_certs": True},
+                                   coordination__event_plane="nats")) == []
 
 
 def test_follow_yields_only_lines_appended_after_it_started(tmp_path):

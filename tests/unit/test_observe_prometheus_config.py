@@ -32,6 +32,21 @@ def test_every_process_with_metrics_is_a_target_labelled_with_its_pool():
         (["127.0.0.1:19511"], "decode-0", "decode")]
 
 
+def test_an_https_frontend_is_scraped_with_the_graphs_ca_and_client_certificate():
+    data = relocated_demo("obs", 19500)
+    data["security"] = {"tls": {"frontend": True, "frontend_client_certs": True}}
+    plan = render_launch_plan(Topology.model_validate(data), RenderContext(run_dir=Path("/r")))
+    frontend, workers = yaml.safe_load(render_observability(plan, 9090)["prometheus.yml"])[
+        "scrape_configs"]
+    assert frontend["scheme"] == "https"
+    assert frontend["tls_config"] == {"ca_file": "/r/tls/ca.pem", "cert_file": "/r/tls/client.pem",
+                                      "key_file": "/r/tls/client-key.pem"}
+    assert [t["labels"]["process"] for t in frontend["static_configs"]] == ["frontend"]
+    assert "scheme" not in workers
+    assert [t["labels"]["process"] for t in workers["static_configs"]] == ["prefill-0",
+                                                                          "decode-0"]
+
+
 def test_the_dashboard_has_a_panel_per_figure_of_top_and_reads_no_deprecated_metric():
     dashboard = json.loads(_files()["grafana/dashboards/dis-serve-obs.json"])
     assert [p["title"] for p in dashboard["panels"]] == [p.title for p in PANELS]

@@ -100,3 +100,38 @@ def test_a_checkpoint_format_maps_to_one_set_of_aiconfigurator_modes(model, dtyp
 
     got = quant_modes(replace(target(model), dtype=dtype, kv_cache_dtype=kv))
     assert (got["gemm_quant_mode"], got["fmha_quant_mode"], got["kvcache_quant_mode"]) == modes
+
+
+def test_aggregated_workers_carry_the_serving_corrections_disaggregated_ones_do(aic_70b):
+    """AIConfigurator's aggregated estimate sums the same per-operation data its serving
+    corrections are for; an aggregated plan is charged them as a disaggregated one is."""
+    raw = aic_70b._agg_estimate(4, 64, 4000, 2000, 500, 2532)
+    point = aic_70b.agg_point(4, 64, 4000, 2000, 500, 2532)
+    served = aic_70b.corrections
+    assert point.itl_ms == pytest.approx(raw.itl_ms * served.decode)
+    assert point.ttft_ms == pytest.approx(raw.ttft_ms * served.prefill)
+    slowest, fastest = max(served.prefill, served.decode), min(served.prefill, served.decode)
+    assert raw.rate_per_s / slowest <= point.rate_per_s <= raw.rate_per_s / fastest
+
+
+def test_tensorrt_llms_batch_tuner_never_runs_more_than_the_cache_holds():
+    from dis_serve.plan.perf_model import runtime_batch_limit
+
+    limits = [runtime_batch_limit(c) for c in range(1, 4096)]
+    assert all(limit <= c for limit, c in zip(limits, range(1, 4096), strict=True))
+    assert limits == sorted(limits)  # more cache never runs fewer requests
+
+
+def test_a_plan_never_caps_a_batch_above_what_the_batch_tuner_runs():
+    """70B FP8 on two H200s holds ~620 sequences of 2,032 tokens; TensorRT-LLM runs 512."""
+    from dis_serve.plan.recommend import make_plan
+    from dis_serve.plan.request import build_request
+
+    plan = make_plan(build_request(
+        model="llama-3.1-70b", gpu="h200", isl=1000, osl=1000, budget=2, tp=2,
+        ttft_ms=60000.0, itl_ms=1000.0, dtype="fp8", kv_cache_dtype="fp8", arrival="offline",
+        replay=False))
+    target, seq_len = plan.request.target(), plan.space.seq_len
+    assert target.max_batch(2, seq_len) > target.runtime_batch(2, seq_len)
+    assert all(c.pools[0].max_batch <= target.runtime_batch(2, seq_len)
+               for c in plan.candidates)

@@ -7,7 +7,8 @@ Signals (read from Dynamo 1.6.1's behaviour):
 - a worker: its system port's `GET /health` answers 200 with `"status": "ready"`. Dynamo
   1.6.1 reports "notready" forever unless `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS` names the
   endpoints whose registration makes it ready; the launch plan sets it for every worker.
-- the frontend: `GET /v1/models` lists the served model.
+- the frontend: `GET /v1/models` lists the served model (over HTTPS with the graph's CA
+  when it serves HTTPS: the plan's `endpoint_tls`).
 - the router: `GET /v1/models/<model>/ready` counts, per worker type (prefill, decode), the
   workers the frontend's model manager has attached to the model in our namespace; that is
   what requests are routed across.
@@ -27,11 +28,16 @@ from .topology import ProcessKind
 if TYPE_CHECKING:
     import httpx
 
+    from .security.pki_files import EndpointTls
+
 PROBE_TIMEOUT_S = 2.0
 
 
-def http_client(timeout_s: float = PROBE_TIMEOUT_S) -> httpx.Client:
-    return direct_client(timeout_s, connect_s=min(0.5, timeout_s))
+def http_client(timeout_s: float = PROBE_TIMEOUT_S,
+                tls: EndpointTls | None = None) -> httpx.Client:
+    """The probes' client; with `tls` (a plan's `endpoint_tls`), an HTTPS frontend is
+    probed with the graph's CA and client certificate."""
+    return direct_client(timeout_s, connect_s=min(0.5, timeout_s), tls=tls)
 
 
 def tcp_accepts(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:

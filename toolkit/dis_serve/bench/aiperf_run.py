@@ -25,6 +25,8 @@ from ..ansi import strip_ansi
 from ..errors import RunError
 from ..launch.process import parent_death_preexec
 from ..launch.stopping import signal_group, stop_processes
+from ..security.pki_files import EndpointTls
+from .aiperf_tls import aiperf_tls_env
 from .scenario import LoadKind, Scenario, SweepPoint
 
 EXPORT_FILE = "profile_export_aiperf.json"
@@ -43,6 +45,12 @@ class AiperfTarget:
     model: str
     tokenizer: str
     extra_metrics_urls: tuple[str, ...] = ()
+    tls: EndpointTls | None = None  # an https frontend: see bench/aiperf_tls.py
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What AIPerf's environment needs to reach this target."""
+        return aiperf_tls_env(self.tls)
 
 
 def aiperf_executable() -> list[str]:

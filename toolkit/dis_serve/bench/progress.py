@@ -8,11 +8,14 @@ has no such counter the bar shows elapsed time and AIPerf's phases instead.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..http_client import direct_client
 from .metrics import PointResult
 from .scenario import SweepPoint
+
+if TYPE_CHECKING:
+    from ..security.pki_files import EndpointTls
 
 REQUESTS_COUNTER = "dynamo_frontend_requests_total"
 
@@ -73,8 +76,9 @@ def parse_request_count(text: str) -> int | None:
 class FrontendRequestCounter:
     """Requests the frontend has finished since this counter was made."""
 
-    def __init__(self, url: str, timeout_s: float = 1.0) -> None:
-        self._client = direct_client(timeout_s)
+    def __init__(self, url: str, timeout_s: float = 1.0,
+                 tls: EndpointTls | None = None) -> None:
+        self._client = direct_client(timeout_s, tls=tls)
         self._url = f"{url.rstrip('/')}/metrics"
         self._start = self._read()
 

@@ -25,7 +25,14 @@ from .progress import SweepObserver
 from .report import ReportFiles, write_report
 from .scenario import CacheState, Scenario, SweepPoint
 from .sweep import run_sweep
-from .target import BenchTarget, check_endpoint, make_target, plan_of, resolve_tokenizer
+from .target import (
+    BenchTarget,
+    check_endpoint,
+    make_target,
+    plan_of,
+    resolve_tokenizer,
+    tls_for,
+)
 
 if TYPE_CHECKING:
     from ..launch.graph import RunningGraph
@@ -67,7 +74,8 @@ def bench_running(topo: Topology, scenario: Scenario, out_dir: Path, *, url: str
                              "reset_prefix_cache: false in the scenario")
     plan = plan_of(topo)
     check_endpoint(url.rstrip("/"), plan.model_name,
-                   topology_file=str(topology_file) if topology_file else None)
+                   topology_file=str(topology_file) if topology_file else None,
+                   tls=tls_for(url, plan))
     target = make_target(topo, url=url, plan=plan,
                          tokenizer=resolve_tokenizer(topo, plan, tokenizer),
                          topology_file=topology_file)
@@ -88,7 +96,8 @@ def bench_topology(topo: Topology, scenario: Scenario, out_dir: Path, *,
     try:
         running = graph.start()
         check_endpoint(running.endpoint, running.model_name,
-                       topology_file=str(topology_file) if topology_file else None)
+                       topology_file=str(topology_file) if topology_file else None,
+                       tls=running.plan.endpoint_tls)
         target = make_target(topo, url=running.endpoint, plan=running.plan,
                              tokenizer=tokenizer or running.plan.model_path,
                              topology_file=topology_file)

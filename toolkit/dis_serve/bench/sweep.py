@@ -100,14 +100,14 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
     if artifacts.exists():
         shutil.rmtree(artifacts)  # what an interrupted run of this point left
     tokenizer, env = _tokenizer_for_aiperf(target.tokenizer, out_dir)
-    argv = build_argv(scenario, point, AiperfTarget(
-        url=target.url, model=target.model, tokenizer=tokenizer,
-        extra_metrics_urls=target.worker_metrics_urls), artifacts)
+    aiperf = AiperfTarget(url=target.url, model=target.model, tokenizer=tokenizer,
+                          extra_metrics_urls=target.worker_metrics_urls, tls=target.tls)
+    argv = build_argv(scenario, point, aiperf, artifacts)
     expected = None
     if scenario.requests is not None:
         expected = scenario.requests + scenario.warmup_requests
     observer.point_started(point, expected, scenario.duration_s)
-    counter = FrontendRequestCounter(target.url)
+    counter = FrontendRequestCounter(target.url, tls=target.tls)
     last_read = [0.0]
 
     def tick(elapsed: float) -> None:
@@ -118,7 +118,8 @@ def run_point(scenario: Scenario, target: BenchTarget, point: SweepPoint, out_di
             observer.point_tick(point, elapsed, None)
 
     try:
-        run = run_aiperf(argv, artifacts, timeout_s=scenario.point_timeout_s, extra_env=env,
+        run = run_aiperf(argv, artifacts, timeout_s=scenario.point_timeout_s,
+                         extra_env=env | aiperf.env,
                          on_phase=lambda phase, event: observer.point_phase(point, phase, event),
                          on_tick=tick)
     except BaseException:

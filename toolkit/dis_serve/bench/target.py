@@ -14,6 +14,7 @@ from ..errors import RunError, UserInputError
 from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..render.metrics_endpoints import MetricsEndpoint, graph_endpoints
+from ..security.pki_files import EndpointTls
 from ..topology import Topology
 
 
@@ -28,6 +29,7 @@ class BenchTarget:
     topology_file: str | None
     topology_digest: str
     endpoints: tuple[MetricsEndpoint, ...]
+    tls: EndpointTls | None = None  # an https frontend: the graph's CA (and client cert)
 
     @property
     def worker_metrics_urls(self) -> tuple[str, ...]:
@@ -43,7 +45,15 @@ def make_target(topo: Topology, *, url: str, plan: LaunchPlan, tokenizer: str,
         gpu_type=topo.hardware.gpu.value, topology_name=topo.name,
         topology_file=str(topology_file) if topology_file else None,
         topology_digest=topo.digest,
-        endpoints=tuple(graph_endpoints(plan, url)))
+        endpoints=tuple(graph_endpoints(plan, url)), tls=tls_for(url, plan))
+
+
+def tls_for(url: str, plan: LaunchPlan) -> EndpointTls | None:
+    """The plan's TLS for an https `url` (its own endpoint, or the same graph by another of
+    its names) when its CA is on this machine; nothing for plain HTTP. A graph started
+    elsewhere has no CA here: its certificate must then chain to one this machine trusts."""
+    tls = plan.endpoint_tls if url.startswith("https://") else None
+    return tls if tls is not None and Path(tls.ca_cert).is_file() else None
 
 
 def plan_of(topo: Topology) -> LaunchPlan:
@@ -96,12 +106,12 @@ def check_url(url: str) -> str:
 
 
 def check_endpoint(url: str, model: str, *, topology_file: str | None = None,
-                   timeout_s: float = 5.0) -> None:
+                   timeout_s: float = 5.0, tls: EndpointTls | None = None) -> None:
     """One-line errors for an endpoint that is down or does not serve `model`."""
     import httpx
 
     try:
-        with direct_client(timeout_s) as client:
+        with direct_client(timeout_s, tls=tls) as client:
             response = client.get(f"{url}/v1/models")
     except httpx.HTTPError as exc:
         raise RunError(f"cannot reach {url} ({type(exc).__name__}: {exc or 'no answer'}); "

@@ -77,14 +77,16 @@ def _run_load(scenario: ChaosScenario, target: BenchTarget, artifacts: Path,
               on_profiling: Callable[[], None] | None = None) -> list[RequestRecord]:
     work = scenario.workload
     point = work.points()[0]
-    argv = build_argv(work, point, AiperfTarget(url=target.url, model=target.model,
-                                                tokenizer=target.tokenizer), artifacts)
+    aiperf = AiperfTarget(url=target.url, model=target.model, tokenizer=target.tokenizer,
+                          tls=target.tls)
+    argv = build_argv(work, point, aiperf, artifacts)
 
     def phase(name: str, event: str) -> None:
         if on_profiling is not None and name == "profiling" and event == "started":
             on_profiling()
 
-    run = run_aiperf(argv, artifacts, timeout_s=work.point_timeout_s, on_phase=phase)
+    run = run_aiperf(argv, artifacts, timeout_s=work.point_timeout_s, extra_env=aiperf.env,
+                     on_phase=phase)
     if not (artifacts / RECORDS_FILE).is_file():
         raise RunError(failure_message(run, point))
     return read_records(artifacts / RECORDS_FILE)

@@ -17,6 +17,7 @@ from ..termination import interrupt_on_termination
 if TYPE_CHECKING:
     from ..launch.events import SupervisorEvent
     from ..launch.handle import GraphHandle, ObservedGraph
+    from ..security.pki_files import EndpointTls
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -44,11 +45,13 @@ def status_table(observed: ObservedGraph) -> Table:
     return table
 
 
-def _curl(endpoint: str, model: str) -> str:
+def _curl(endpoint: str, model: str, tls: EndpointTls | None = None) -> str:
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "w3 w4 w5"}],
                        "max_tokens": 16})
-    return (f"curl -s {endpoint}/v1/chat/completions -H 'Content-Type: application/json' "
-            f"-d {shlex.quote(body)}")
+    from ..render.shell_words import curl_tls_words
+
+    return (f"curl -s {curl_tls_words(tls)}{endpoint}/v1/chat/completions "
+            f"-H 'Content-Type: application/json' -d {shlex.quote(body)}")
 
 
 def _print_ready(observed: ObservedGraph) -> None:
@@ -57,7 +60,8 @@ def _print_ready(observed: ObservedGraph) -> None:
     after = observed.ready_after_s or 0.0
     console.print(f"ready in {after:.1f} s{queued}: {observed.endpoint}  (model "
                   f"{observed.model_name}, run dir {observed.run_dir})", markup=False)
-    console.print(_curl(observed.endpoint or "", observed.model_name), markup=False)
+    console.print(_curl(observed.endpoint or "", observed.model_name, observed.endpoint_tls),
+                  markup=False)
 
 
 def _print_event(event: SupervisorEvent) -> None:

@@ -142,7 +142,9 @@ def top(
         raise UserInputError("--json prints one frame", key="--json", fix="add --once")
     if not console.is_terminal:  # logs and pipes: wide enough for the pool table
         console.width = max(console.width, 120)
-    with direct_client(timeout_s=2.0) as client:
+    # A graph of ours is scraped with its frontend's CA (and client certificate).
+    tls = _layout(name, None, None).frontend_tls if url is None else None
+    with direct_client(timeout_s=2.0, tls=tls) as client:
         layout = _layout(name, url, client)
         if once:
             _once(layout, client, window, json_out)

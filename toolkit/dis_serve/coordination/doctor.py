@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..security.pki_files import PkiPaths
+from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import PoolRole
 from . import findings as rules
 from .etcd_view import read_etcd
@@ -33,6 +33,7 @@ class DoctorTarget:
     etcd_tls: PkiPaths | None = None  # our graph's certificates, when its etcd is ours
     nats_tls: PkiPaths | None = None
     frontend_metrics: str | None = None
+    frontend_tls: EndpointTls | None = None  # our graph's HTTPS frontend: its CA (and cert)
     worker_metrics: list[str] = field(default_factory=list)
     expected: Expectations | None = None
     graph: str | None = None
@@ -75,7 +76,7 @@ def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:
     from .traffic import read_traffic
 
     etcd, nats = asyncio.run(_read_planes(target, window_s))
-    with http_client() as client:
+    with http_client(tls=target.frontend_tls) as client:
         etcd = etcd.model_copy(update={"registrations": liveness.check(
             etcd.registrations, client, target.plan, target.pids)})
         traffic = None

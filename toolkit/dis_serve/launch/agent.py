@@ -44,6 +44,7 @@ from ..render.shell_words import runtime_names
 from ..render.slurm import ENDPOINT_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
+from .cluster_tls import prepare_node_tls
 from .events import describe
 from .graph import write_worker_inputs
 from .rundir import PRIVATE_FILE, RunDir
@@ -145,7 +146,7 @@ def _write_endpoint_when_complete(whole: LaunchPlan, run_dir: Path,
                                   supervisor: Supervisor) -> None:
     """On the head node: `endpoint` once this node is ready and the router sees every
     worker of the graph."""
-    with http_client() as client:
+    with http_client(tls=whole.endpoint_tls) as client:
         while not supervisor.finished.is_set():
             if supervisor.ready.is_set() and router_view(client, whole).complete:
                 write_atomic(run_dir / ENDPOINT_FILE, whole.endpoint + "\n", PRIVATE_FILE)
@@ -170,14 +171,15 @@ def run_agent(run_dir: Path, node: str) -> int:
     run = NodeRunDir(run_dir.resolve(), node)
     topo = run.read_topology()
     cluster = run.read_cluster_plan()
-    own, whole = node_launch_plan(cluster, node, runtime_values(cluster, node, run.path),
-                                  run.path, topo)
+    values = runtime_values(cluster, node, run.path)
+    own, whole = node_launch_plan(cluster, node, values, run.path, topo)
     run.prepare()
     write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
     _write_missing_inputs(topo, own, run.path)
+    secrets = prepare_node_tls(topo, node_processes(cluster, node), values, run.path)
     budget = worker_startup_budget_s(topo)
     stop = threading.Event()
-    supervisor = Supervisor(own, run, ready_timeout_s=budget,
+    supervisor = Supervisor(own, run, ready_timeout_s=budget, secrets=secrets,
                             on_event=lambda event: print(f"[{node}] {describe(event)}",
                                                          flush=True))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

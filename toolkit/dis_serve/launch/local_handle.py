@@ -189,6 +189,7 @@ def observe(state: GraphStatus, *, alive: bool, check_pids: bool = False) -> Obs
     return ObservedGraph(
         name=state.name, placement=PlacementKind.LOCAL, phase=state.phase,
         run_dir=state.run_dir, model_name=state.model_name, endpoint=state.endpoint,
+        endpoint_tls=state.endpoint_tls,
         processes=processes, supervisor=f"supervisor pid {state.supervisor_pid}",
         supervisor_alive=alive, ready_after_s=state.ready_after_s, problems=state.problems,
         error=state.error)

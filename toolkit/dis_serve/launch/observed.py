@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..security.pki_files import EndpointTls
 from ..topology import PlacementKind
 from .rundir import DEFAULT_KEEP_RUNS
 from .status import GraphPhase, ProcessState
@@ -56,6 +57,8 @@ class ObservedGraph(BaseModel):
     model_name: str
     endpoint: str | None = Field(default=None, description="Set once it is known (a Slurm "
                                                            "job writes it when it is ready).")
+    endpoint_tls: EndpointTls | None = Field(
+        default=None, description="What a client of an https endpoint needs (paths).")
     processes: list[ObservedProcess]
     supervisor: str = Field(description="Who keeps it running, for people: 'supervisor pid "
                                         "123', 'Slurm job 45, RUNNING on n1'.")

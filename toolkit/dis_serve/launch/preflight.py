@@ -199,10 +199,23 @@ def check_ports(plan: LaunchPlan, topo: Topology) -> None:
                     f"{port_key(spec, port_name, plan)} to a free port")
 
 
-# The placements whose launch applies `security.tls` today; the others warn that it is not.
-TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
-# HTTPS on the frontend (security.tls.frontend) is not applied by any target yet.
-FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset()
+# The placements whose launch serves HTTPS on the frontend (security.tls.frontend); the
+# others need the graph's certificates on their head node first.
+FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
+
+
+def _frontend_warnings(topo: Topology) -> list[str]:
+    """What a frontend reachable from the network lets in."""
+    host = topo.frontend.host
+    if not (topo.frontend_https and topo.placement.kind in FRONTEND_TLS_APPLIED):
+        return [f"frontend.host is {host}: the OpenAI endpoint is reachable from the "
+                "network, without authentication"]
+    if not topo.security.tls.frontend_client_certs:
+        return [f"frontend.host is {host}: the OpenAI endpoint is reachable from the "
+                "network over HTTPS, without client authentication; set "
+                "security.tls.frontend_client_certs: true to ask every client for a "
+                "certificate signed by the graph's CA"]
+    return []
 
 
 def exposure_warnings(topo: Topology) -> list[str]:
@@ -212,19 +225,11 @@ def exposure_warnings(topo: Topology) -> list[str]:
 
     warnings = []
     off_loopback = topo.off_loopback_because
-    if topo.frontend.host not in ("127.0.0.1", "localhost", "::1") and not (
-            topo.security.frontend_tls(off_loopback is not None)
-            and topo.placement.kind in FRONTEND_TLS_APPLIED):
-        warnings.append(f"frontend.host is {topo.frontend.host}: the OpenAI endpoint is "
-                        "reachable from the network, without authentication")
+    if topo.frontend.host not in ("127.0.0.1", "localhost", "::1"):
+        warnings += _frontend_warnings(topo)
     if topo.coordination.event_plane is EventPlane.ZMQ:
         warnings.append("coordination.event_plane is zmq: Dynamo 1.6.1 binds its ZMQ event "
                         "publishers on 0.0.0.0 (all interfaces) whatever DYN_EVENT_PLANE_HOST "
                         "says; set event_plane: nats to keep the graph on loopback")
-    warnings += security_warnings(topo.security, off_loopback)
-    if (off_loopback is not None and topo.security.tls.mode.encrypts
-            and topo.placement.kind not in TLS_APPLIED):
-        warnings.append(f"security.tls.mode is {topo.security.tls.mode.value}, but the "
-                        f"{topo.placement.kind.value} target does not apply it yet: etcd, "
-                        f"NATS and the request plane run without TLS ({off_loopback})")
-    return warnings
+    # Every placement applies security.tls to etcd, NATS and the request plane.
+    return warnings + security_warnings(topo.security, off_loopback)

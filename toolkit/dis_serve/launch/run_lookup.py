@@ -88,7 +88,7 @@ def doctor_target(run: RunDir) -> DoctorTarget:
     from ..render.metrics_endpoints import FRONTEND, graph_endpoints
     from ..render.tls_planes import graph_pki_paths
     from ..topology import EtcdMode, NatsMode
-    from .secrets import nats_token
+    from .secrets import graph_nats_token
 
     topo, plan, state = run.read_topology(), run.read_plan(), run.read_state()
     endpoints = graph_endpoints(plan, plan.endpoint)
@@ -98,10 +98,12 @@ def doctor_target(run: RunDir) -> DoctorTarget:
     return DoctorTarget(
         namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
         nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
-        nats_token=nats_token(nats.auth) if nats.mode is not NatsMode.OFF else None,
+        nats_token=graph_nats_token(topo, run.path.resolve())
+        if nats.mode is not NatsMode.OFF else None,
         etcd_tls=tls if topo.coordination.etcd.mode is EtcdMode.EMBEDDED else None,
         nats_tls=tls if nats.mode is NatsMode.EMBEDDED else None,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
+        frontend_tls=plan.endpoint_tls,
         worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
         expected=expectations(topo), graph=topo.name, plan=plan,
         pids={p.pid: p.name for p in state.processes if p.pid} if state else {})

@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..security.pki_files import EndpointTls
 from ..topology import ProcessKind
 
 
@@ -66,6 +67,8 @@ class GraphStatus(BaseModel):
     namespace: str
     run_dir: str
     endpoint: str
+    endpoint_tls: EndpointTls | None = Field(
+        default=None, description="An https endpoint's CA (and client certificate) paths.")
     model_name: str
     supervisor_pid: int
     supervisor_create_time: float

@@ -157,7 +157,7 @@ class Supervisor:
         waiting = {id(s): self._planes_of(s, infra) for s in self._slots if s not in infra}
         for slot in infra:
             self._spawn(slot)
-        self._client = http_client()  # while etcd and NATS start
+        self._client = http_client(tls=self.plan.endpoint_tls)  # while etcd and NATS start
         while not self._stop.is_set():
             self._check_exits()
             self._restart_due()
@@ -244,13 +244,13 @@ class Supervisor:
     @property
     def _http(self) -> httpx.Client:
         if self._client is None:
-            self._client = http_client()
+            self._client = http_client(tls=self.plan.endpoint_tls)
         return self._client
 
     # --- steady state -------------------------------------------------------------------
     def _supervise(self) -> None:
         liveness = self.supervision.liveness
-        self._live_client = http_client(liveness.timeout_s)
+        self._live_client = http_client(liveness.timeout_s, self.plan.endpoint_tls)
         next_health = time.monotonic() + liveness.period_s
         next_rotation = time.monotonic() + LOG_ROTATION_EVERY_S
         while not self._stop.is_set():
@@ -434,7 +434,8 @@ class Supervisor:
     def _build_status(self) -> GraphStatus:
         return GraphStatus(
             name=self.plan.name, namespace=self.plan.namespace, run_dir=str(self.run_dir.path),
-            endpoint=self.plan.endpoint, model_name=self.plan.model_name,
+            endpoint=self.plan.endpoint, endpoint_tls=self.plan.endpoint_tls,
+            model_name=self.plan.model_name,
             supervisor_pid=os.getpid(), supervisor_create_time=self._own_create_time,
             phase=self._phase, started_at=self._started_wall, ready_after_s=self._ready_after,
             error=self.error,

@@ -23,6 +23,7 @@ from ..bench.server_metrics import (
     WORKER_QUEUES,
 )
 from ..coordination.traffic import FRONTEND_REQUESTS, ROUTER_REGISTERED, WORKER_REQUESTS
+from ..security.pki_files import EndpointTls
 from ..topology import PoolRole
 from .prom_window import Page, increase, mean, quantile
 
@@ -82,6 +83,8 @@ class GraphLayout(_Frozen):
     workers: list[WorkerTarget] = Field(default_factory=list)
     batch_capacity: dict[PoolRole, int] = Field(
         default_factory=dict, description="max_batch_size of one worker of each pool.")
+    frontend_tls: EndpointTls | None = Field(
+        default=None, description="An https frontend's CA (and client certificate).")
 
     @property
     def urls(self) -> list[str]:

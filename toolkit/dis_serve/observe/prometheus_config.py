@@ -105,10 +105,24 @@ def scrape_targets(plan: LaunchPlan) -> list[dict]:
 
 
 def prometheus_config(plan: LaunchPlan) -> dict:
+    """One job for every process; an HTTPS frontend gets a job of its own, scraped with the
+    graph's CA (and client certificate), its workers' plain system ports staying as they
+    are."""
+    targets = scrape_targets(plan)
+    job = {"job_name": f"dis-serve-{plan.name}", "metrics_path": "/metrics"}
+    tls = plan.endpoint_tls
+    if tls is None:
+        jobs = [{**job, "static_configs": targets}]
+    else:
+        tls_config = {"ca_file": tls.ca_cert} | (
+            {"cert_file": tls.client_cert, "key_file": tls.client_key or tls.client_cert}
+            if tls.client_cert else {})
+        jobs = [{**job, "job_name": f"dis-serve-{plan.name}-frontend", "scheme": "https",
+                 "tls_config": tls_config, "static_configs": targets[:1]}]
+        if targets[1:]:
+            jobs.append({**job, "static_configs": targets[1:]})
     return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": "5s"},
-            "scrape_configs": [{"job_name": f"dis-serve-{plan.name}",
-                                "metrics_path": "/metrics",
-                                "static_configs": scrape_targets(plan)}]}
+            "scrape_configs": jobs}
 
 
 def dashboard(graph: str) -> dict:

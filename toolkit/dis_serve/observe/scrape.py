@@ -42,7 +42,8 @@ def layout_from_run(name: str | None, root: Path | None = None) -> GraphLayout:
     return GraphLayout(name=run.name, frontend_metrics_url=f"{endpoint}/metrics",
                        pools=[role for role, _ in topo.active_pools()], workers=workers,
                        batch_capacity={role: pool.max_batch_size
-                                       for role, pool in topo.active_pools()})
+                                       for role, pool in topo.active_pools()},
+                       frontend_tls=plan.endpoint_tls)
 
 
 def layout_from_url(url: str, frontend: Page) -> GraphLayout:

@@ -21,7 +21,14 @@ from typing import Any
 
 from ..catalog import find_known_model
 from ..topology import KvCacheDtype, WeightDtype
-from .perf_model import SERVING_CORRECTIONS, AggPoint, ModelOnGpu, PerfModel, PerfSource
+from .perf_model import (
+    SERVING_CORRECTIONS,
+    AggPoint,
+    ModelOnGpu,
+    PerfModel,
+    PerfSource,
+    steady_prompt_steps,
+)
 
 BACKEND = "trtllm"
 
@@ -228,8 +235,12 @@ class AiconfiguratorModel(PerfModel):
                 steps = summary.get_per_ops_data()["scheduling"]
             total = (steps["num_mix_steps"] * steps["mix_step_latency_ms"]
                      + steps["num_genonly_steps"] * steps["genonly_step_latency_ms"])
+            # The mixed step's pure prompt cost (AIConfigurator's own TTFT before its
+            # all-at-once queueing factor), for the request's own prompt steps.
+            prompt_step_ms = steps["mix_step_latency_ms"] / (steps.get("mix_efficiency") or 1.0)
             self._cache[key] = AggPoint(
-                ttft_ms=float(row["ttft"]), itl_ms=float(row["tpot"]),
+                ttft_ms=prompt_step_ms * steady_prompt_steps(isl, ctx_tokens),
+                itl_ms=float(row["tpot"]),
                 rate_per_s=float(row["seq/s"]),
                 prefill_share=steps["num_mix_steps"] * steps["mix_step_latency_ms"] / total,
                 fits=(super().kv_fits(tp, batch, seq_len) and not summary.check_oom()

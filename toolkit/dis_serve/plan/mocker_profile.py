@@ -49,11 +49,11 @@ def profile_tables(model: PerfModel, plan: Candidate, workload_isl: int,
                 for n in isl]
     else:
         prefill = decode = plan.pool(PoolRole.AGG)
-        # Aggregated predictions are AIConfigurator's in-flight-batching model, which carries
-        # no serving correction (only measured ones); the tables follow the plan's numbers.
-        decode_scale = model.measured.decode
+        # Aggregated predictions carry the same corrections as disaggregated ones
+        # (`PerfModel.agg_point`); the tables follow the plan's numbers.
+        decode_scale = model.corrections.decode
         isl = _grid(1.0, float(max(prefill.max_num_tokens, seq_len)), PREFILL_POINTS)
-        ttft = [t * model.measured.prefill
+        ttft = [t * model.corrections.prefill
                 for t in _mixed_prefill_ms(model, plan, isl, workload_isl, osl)]
     contexts = _grid(1.0, float(seq_len), DECODE_CONTEXT_POINTS)
     kv_tokens = _grid(0.0, float(decode.max_batch * seq_len), DECODE_KV_POINTS)

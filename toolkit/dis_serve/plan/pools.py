@@ -103,6 +103,8 @@ class AggCurve:
     ctx_tokens: int
     batches: tuple[int, ...]
     points: tuple[AggPoint, ...]
+    prompts_per_step: int = 1
+    """Whole prompts the per-step budget holds: how many wait for it in parallel."""
 
     @property
     def memory_batch(self) -> int:
@@ -181,12 +183,14 @@ def decode_curves(model: PerfModel, tps: list[int], isl: int, osl: int, seq_len:
 
 
 def _batch_grid(model: PerfModel, tp: int, seq_len: int) -> list[int]:
-    """BATCH_GRID up to what fits, plus the largest batch that fits (memory often ends
-    between two grid points, and the last few sequences are the cheapest per GPU)."""
-    grid = [b for b in BATCH_GRID if model.kv_fits(tp, b, seq_len)]
+    """BATCH_GRID up to what fits and what TensorRT-LLM's batch tuner runs, plus the
+    largest such batch (memory often ends between two grid points, and the last few
+    sequences are the cheapest per GPU)."""
+    limit = model.target.runtime_batch(tp, seq_len)
+    grid = [b for b in BATCH_GRID if b <= limit and model.kv_fits(tp, b, seq_len)]
     if not grid:
         return []
-    lo, hi = grid[-1], 2 * BATCH_GRID[-1]
+    lo, hi = grid[-1], min(2 * BATCH_GRID[-1], limit + 1)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if model.kv_fits(tp, mid, seq_len) else (lo, mid)
@@ -197,20 +201,23 @@ def agg_curves(model: PerfModel, tps: list[int], isl: int, osl: int,
                seq_len: int) -> list[AggCurve]:
     """Aggregated workers for each TP and per-step prompt budget: whole prompts, one up to
     `AGG_TOKEN_CAP` tokens (AIConfigurator's grid without chunked prefill), each sampled over
-    the batches that fit memory."""
+    the batches that fit memory and TensorRT-LLM's batch tuner runs."""
     out = []
     budgets = sorted({isl * k for k in (1, 2, 4, 8, 16, 32)
                       if isl * k <= max(AGG_TOKEN_CAP, 2 * isl)})
     for tp in tps:
+        limit = model.target.runtime_batch(tp, seq_len)
         for ctx in budgets:
             prompts = ctx // isl
             batches, points = [], []
-            for batch in [b for b in BATCH_GRID if b > prompts or b == 1 == prompts]:
+            for batch in [b for b in BATCH_GRID
+                          if (b > prompts or b == 1 == prompts) and b <= limit]:
                 point = model.agg_point(tp, batch, ctx, isl, osl, seq_len)
                 if not point.fits:
                     break
                 batches.append(batch)
                 points.append(point)
             if len(batches) >= 2:
-                out.append(AggCurve(tp, ctx, tuple(batches), tuple(points)))
+                out.append(AggCurve(tp, ctx, tuple(batches), tuple(points),
+                                    max(1, ctx // isl)))
     return out

@@ -11,7 +11,7 @@ first token one step later; Dynamo's replay shows the same 2.5 steps.
 
 Aggregated: AIConfigurator's own in-flight-batching estimate (`run_agg`: mixed prefill/decode
 steps under a per-step context-token budget, as TRT-LLM schedules them) at the batch the load
-settles at; no second formula of ours."""
+settles at, its TTFT the request's own prompt steps plus the wait for the prompt budget."""
 
 from __future__ import annotations
 
@@ -146,14 +146,25 @@ def predict_agg(curve: AggCurve, workers: int, max_batch: int, rate_per_s: float
         return None
     itl = curve.itl_at(concurrency)
     ttft = curve.ttft_at(concurrency)
+    # Prompts queue for the per-step prompt budget (Poisson bursts; none below capacity in a
+    # closed loop): `prompts_per_step` servers, each held for a prompt's own steps. A request
+    # also lands while a step runs and joins the next one: half a step on average, nearly
+    # always a decode step (a closed loop's next request is sent as one ends, and the step
+    # after it has started by then; Dynamo's replay shows the half step in both).
+    prompt_wait = _wait(curve.prompts_per_step, ttft, rate, closed_loop)
+    if not prompt_wait.stable:
+        return None
+    boundary = 0.5 * itl
     # A request's ITL averages the batch over its whole generation, which halves the spread
     # it feels (as for decode workers).
     itl_spread = curve.itl_at(concurrency + spread) - itl
     return Prediction(
-        rate_per_s=rate_per_s, ttft_mean_ms=ttft,
-        ttft_p90_ms=max(ttft, curve.ttft_at(concurrency + P90_Z * spread)),
+        rate_per_s=rate_per_s, ttft_mean_ms=ttft + boundary + prompt_wait.mean_ms,
+        ttft_p90_ms=(max(ttft, curve.ttft_at(concurrency + P90_Z * spread)) + boundary
+                     + prompt_wait.p90_ms),
         itl_ms=itl, itl_p90_ms=itl + P90_Z * itl_spread / 2,
-        queue_wait_ms=0.0, service_ms=ttft, handoff_ms=0.0, decode_wait_ms=0.0,
+        queue_wait_ms=prompt_wait.mean_ms, service_ms=ttft, handoff_ms=0.0,
+        decode_wait_ms=0.0,
         prefill_utilization=curve.prefill_share_at(concurrency),
         slot_utilization=concurrency / max_batch, concurrency_per_worker=concurrency)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..security.pki_files import PkiPaths
+from ..security.pki_files import FrontendTlsFiles, PkiPaths
 from ..topology import Backend, EtcdMode, NatsMode, PoolRole, Topology
 from .engine_config import engine_config_name
 from .tls_planes import dynamo_tls_env
@@ -47,12 +47,18 @@ class TargetParams(BaseModel):
     tls_env: dict[str, str] = Field(
         default_factory=dict,
         description="The planes' TLS settings (render/tls_planes.py): certificate paths.")
+    frontend_tls: FrontendTlsFiles | None = Field(
+        default=None,
+        description="The frontend's HTTPS certificate, key and client CA (None: plain "
+                    "HTTP), where this target puts them.")
 
     @classmethod
     def local(cls, topo: Topology, *, python: str, model_path: str,
-              engine_config_dir: str, tls: PkiPaths | None = None) -> TargetParams:
+              engine_config_dir: str, tls: PkiPaths | None = None,
+              frontend_tls: FrontendTlsFiles | None = None) -> TargetParams:
         """Everything on this machine, on loopback, where the topology says; with `tls`,
-        the embedded etcd speaks HTTPS and every plane mutual TLS."""
+        the embedded etcd speaks HTTPS and every plane mutual TLS; with `frontend_tls`,
+        the frontend HTTPS."""
         etcd, nats = topo.coordination.etcd, topo.coordination.nats
         endpoints, nats_server = etcd.client_url, nats.client_url
         if tls and etcd.mode is EtcdMode.EMBEDDED:
@@ -68,7 +74,8 @@ class TargetParams(BaseModel):
                    etcd_endpoints=endpoints,
                    nats_server=nats_server,
                    tls_env=dynamo_tls_env(tls, nats=nats.mode is NatsMode.EMBEDDED)
-                   if tls else {})
+                   if tls else {},
+                   frontend_tls=frontend_tls)
 
     def engine_config(self, role: PoolRole) -> str:
         return f"{self.engine_config_dir}/{engine_config_name(role)}"
@@ -90,6 +97,17 @@ def frontend_args(topo: Topology, target: TargetParams) -> list[str]:
         args.append("--router-kv-events" if router.kv_events else "--no-router-kv-events")
         if target.router_policy_config:
             args += ["--router-policy-config", target.router_policy_config]
+    return args + frontend_tls_args(target.frontend_tls)
+
+
+def frontend_tls_args(files: FrontendTlsFiles | None) -> list[str]:
+    """Dynamo 1.6.1's frontend serves HTTPS given a certificate and key, and asks clients for
+    a certificate signed by the client CA when one is given (mutual TLS)."""
+    if files is None:
+        return []
+    args = ["--tls-cert-path", files.cert, "--tls-key-path", files.key]
+    if files.client_ca is not None:
+        args += ["--tls-client-ca-cert-path", files.client_ca]
     return args
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..placement import node_layout
 from ..topology import Backend, KvInterconnect, NatsAuth, Topology
+from ..topology.security import TlsMode
 from .cluster_plan import (
     CLUSTER_PLAN_FILE,
     ClusterContext,
@@ -19,7 +20,7 @@ from .cluster_plan import (
     NodeProcesses,
     render_cluster_plan,
 )
-from .launch_plan import NATS_CONFIG, NATS_TOKEN_ENV, nats_token_config
+from .launch_plan import NATS_TOKEN_ENV
 from .shell_words import (
     checkpoint_check,
     comment,
@@ -29,6 +30,7 @@ from .shell_words import (
     runtime_names,
     word,
 )
+from .tls_planes import generates_nats_token
 
 RUN_DIR = runtime("RUN_DIR")
 # Without placement.hosts the scripts take the addresses from the environment they run in.
@@ -74,12 +76,6 @@ def token_lines(auth: NatsAuth | None) -> list[str]:
     return [f'{NATS_TOKEN_ENV}="{source}"', f"export {NATS_TOKEN_ENV}"]
 
 
-def nats_config_lines() -> list[str]:
-    """The NATS server's config: the token comes from the server's environment."""
-    config = nats_token_config().rstrip("\n")
-    return [f"printf '%s\\n' {word(config)} > {word(RUN_DIR + '/' + NATS_CONFIG)}"]
-
-
 def _worker_node_checks(topo: Topology, node: NodeProcesses) -> list[str]:
     """Before this node's TensorRT-LLM workers start: the checkpoint is where model.path
     says, and memory may be locked (UCX and NIXL pin the KV-cache buffers they send;
@@ -118,8 +114,6 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         *_required_lines(required),
         *token_lines(topo.coordination.nats.auth),
     ]
-    if node.head and topo.coordination.nats.auth is not None:
-        lines += nats_config_lines()
     lines += _worker_node_checks(topo, node)
     lines += [
         "# The agent reads cluster-plan.json and topology.json beside this script, makes the",
@@ -164,6 +158,12 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
         lines += ["", "placement.hosts is not set, so the scripts take addresses from the "
                       f"environment: {HEAD_ADDRESS} (the head node's cluster address) for "
                       f"every script and {NODE_ADDRESS} (the node's own) for the others."]
+    if topo.security.tls.mode is TlsMode.AUTO:
+        token = " and NATS token" if generates_nats_token(topo) else ""
+        lines += ["", "etcd, NATS and the request plane are mutual TLS: tls/ holds the graph's "
+                      f"CA, client certificate{token} (0600, made by `dis-serve render`); copy "
+                      "it with the scripts. Each node's agent signs its own server certificate "
+                      "with that CA, for its address, when it starts."]
     auth = topo.coordination.nats.auth
     if auth is not None:
         where = (f"the file {auth.token_file}" if auth.token_file

@@ -35,6 +35,16 @@ from .k8s_pod import (
     worker_resources,
     worker_scheduling,
 )
+from .k8s_tls import (
+    client_secret,
+    frontend_probe_action,
+    frontend_tls_files,
+    planes_env,
+    planes_tls,
+    render_certificates,
+    secret_commands,
+    tls_volumes,
+)
 from .model_cache import (
     cache_mount,
     cache_volume,
@@ -51,6 +61,7 @@ HTTP_PORT = 8000
 ENGINE_CONFIG_MOUNT = "/etc/dis-serve/engine"
 ROUTER_POLICY_MOUNT = "/etc/dis-serve/router"
 
+
 def config_map_name(topo: Topology) -> str:
     return f"{topo.name}-engine-configs"
 
@@ -63,11 +74,12 @@ def target_params(topo: Topology) -> TargetParams:
     """In the cluster the frontend serves the Service, so it binds all interfaces; the
     operator supplies the namespace and the discovery endpoints; workers load the model from
     the model cache (by id, or a pinned commit's snapshot directory) and read their engine
-    configs (and the frontend its router policy) from ConfigMaps."""
+    configs (and the frontend its router policy) from ConfigMaps; the frontend serves HTTPS
+    from its mounted Secret (k8s_tls.py)."""
     policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
     return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
                         model_path=model_path(topo), engine_config_dir=ENGINE_CONFIG_MOUNT,
-                        router_policy_config=policy)
+                        router_policy_config=policy, frontend_tls=frontend_tls_files(topo))
 
 
 def _frontend_component(topo: Topology) -> dict[str, Any]:
@@ -77,15 +89,19 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main", "image": image_ref(topo),
         "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
-        "env": offline_env(),
+        "env": [*offline_env(), *planes_env(topo)],
         "ports": [{"name": "http", "containerPort": HTTP_PORT}],
-        **frontend_probes("http"),
+        **frontend_probes("http", lambda path: frontend_probe_action(topo, path, HTTP_PORT,
+                                                                     "http")),
         "resources": frontend_resources(topo),
         "securityContext": container_security_context(topo, rdma=False),
         "volumeMounts": [cache_mount(read_only=True)],
     }
     pod_spec: dict[str, Any] = {"securityContext": pod_security_context(topo),
                                 "containers": [container], "volumes": [cache_volume(topo)]}
+    mounts, volumes = tls_volumes(topo, frontend=True)
+    container["volumeMounts"] += mounts
+    pod_spec["volumes"] += volumes
     if (wait := wait_for_cache(topo)) is not None:
         pod_spec["initContainers"] = [wait]
     if topo.router.policy_config:
@@ -105,7 +121,7 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
         "name": "main", "image": image_ref(topo), "workingDir": "/workspace",
         "env": [{"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
                 {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'},
-                *offline_env(), *rdma_env(topo)],
+                *offline_env(), *rdma_env(topo), *planes_env(topo)],
         "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
         **worker_probes(topo),
         "resources": worker_resources(topo, role),
@@ -119,6 +135,9 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
         "containers": [container],
         "volumes": [cache_volume(topo)],
     }
+    mounts, volumes = tls_volumes(topo, frontend=False)
+    container["volumeMounts"] += mounts
+    pod_spec["volumes"] += volumes
     if (wait := wait_for_cache(topo)) is not None:
         pod_spec["initContainers"] = [wait]
     if topo.backend.uses_engine_config:
@@ -177,7 +196,8 @@ def render_config_map(topo: Topology) -> dict[str, Any] | None:
 def render_manifests(topo: Topology) -> list[dict[str, Any]]:
     """In apply order: what the DGD's pods mount or wait for comes before the DGD."""
     docs = [render_claim(topo), render_download_job(topo), render_config_map(topo),
-            render_network_policy(topo), render_public_service(topo), render_dgd(topo)]
+            *render_certificates(topo), render_network_policy(topo),
+            render_public_service(topo), render_dgd(topo)]
     return [doc for doc in docs if doc is not None]
 
 
@@ -199,6 +219,8 @@ def operator_notes(topo: Topology) -> list[str]:
         "probe allows 2 hours).",
         "Service: the operator gives the frontend a ClusterIP Service of its own.",
     ]
+    if planes_tls(topo):
+        notes.append(tls_note(topo))
     if render_download_job(topo) is not None:
         notes.append(f"model cache: the frontend and the workers wait (init container) "
                      f"until the Job fills claim "
@@ -206,6 +228,19 @@ def operator_notes(topo: Topology) -> list[str]:
                      "A Job's pod template cannot change: delete the Job before applying a "
                      "new model or revision.")
     return notes
+
+
+def tls_note(topo: Topology) -> str:
+    """What the pods' client certificates assume of the platform's etcd and NATS."""
+    kube = topo.kubernetes.tls
+    where = ("at kubernetes.tls.etcd_endpoints / nats_server"
+             if kube.etcd_endpoints or kube.nats_server else
+             "at the endpoints the operator injects (https:// for etcd, tls:// for NATS; "
+             "else set kubernetes.tls.etcd_endpoints and nats_server)")
+    return ("etcd and NATS: every pod presents the client certificate of Secret "
+            f"{client_secret(topo)}, so the platform's etcd and "
+            f"NATS must speak TLS with client certificates {where}; set "
+            "kubernetes.tls.planes: false where they do not.")
 
 
 def apply_warnings(topo: Topology) -> list[str]:
@@ -227,6 +262,7 @@ def apply_prerequisites(topo: Topology) -> list[str]:
     if not kube.model_cache.existing:
         steps.append(f"kubectl create secret generic {kube.model_cache.hf_token_secret} "
                      f"{namespace} --from-literal=HF_TOKEN=<your Hugging Face token>")
+    steps += secret_commands(topo)
     if topo.router.policy_config:
         steps.append(f"kubectl create configmap {router_policy_map_name(topo)} {namespace} "
                      f"--from-file=policy.yaml={topo.router.policy_config}")

@@ -23,6 +23,7 @@ from typing import Any
 from ..topology import Topology
 from .k8s_network import GRAPH_LABEL, TYPE_LABEL, WORKER_TYPES
 from .k8s_pod import labels
+from .k8s_tls import client_secret, frontend_dns_names, frontend_https, frontend_secret
 
 METRICS_LABEL = "nvidia.com/metrics-enabled"
 SUB_TYPE_LABEL = "nvidia.com/dynamo-sub-component-type"
@@ -51,6 +52,19 @@ def _relabelings() -> list[dict[str, Any]]:
     ]
 
 
+def _https(topo: Topology) -> dict[str, Any]:
+    """An HTTPS frontend is scraped by its pod address, checked against its Secret's CA
+    under its Service's name, with the pods' client certificate when it asks for one."""
+    if not frontend_https(topo):
+        return {}
+    tls: dict[str, Any] = {"ca": {"secret": {"name": frontend_secret(topo), "key": "ca.crt"}},
+                           "serverName": frontend_dns_names(topo)[0]}
+    if topo.security.tls.frontend_client_certs:
+        tls |= {"cert": {"secret": {"name": client_secret(topo), "key": "tls.crt"}},
+                "keySecret": {"name": client_secret(topo), "key": "tls.key"}}
+    return {"scheme": "https", "tlsConfig": tls}
+
+
 def render_pod_monitors(topo: Topology) -> list[dict[str, Any]]:
     """One PodMonitor per metrics port: the frontend's and the workers'. Each lives in the
     graph's namespace and selects only this graph's pods there."""
@@ -66,7 +80,8 @@ def render_pod_monitors(topo: Topology) -> list[dict[str, Any]]:
                                                    "values": list(types)}]},
                 "podMetricsEndpoints": [{"port": port, "path": "/metrics",
                                          "interval": SCRAPE_INTERVAL,
-                                         "relabelings": _relabelings()}],
+                                         "relabelings": _relabelings(),
+                                         **(_https(topo) if suffix == "frontend" else {})}],
             },
         })
     return monitors

@@ -19,6 +19,7 @@ from .k8s_pod import (
     planner_resources,
     pod_security_context,
 )
+from .k8s_tls import planes_env, tls_volumes
 
 
 def planner_config(topo: Topology) -> dict[str, Any]:
@@ -56,13 +57,20 @@ def planner_config(topo: Topology) -> dict[str, Any]:
 
 
 def planner_component(topo: Topology) -> dict[str, Any]:
-    container = {
+    """The planner reads the graph's state from the platform's etcd and NATS like any Dynamo
+    process: it presents the same client certificate (k8s_tls.py)."""
+    container: dict[str, Any] = {
         "name": "main", "image": PLANNER_IMAGE,
         "command": ["python3", "-m", "dynamo.planner"],
         "args": ["--config", json.dumps(planner_config(topo), sort_keys=True)],
         "resources": planner_resources(),
         "securityContext": container_security_context(topo, rdma=False),
     }
+    spec: dict[str, Any] = {"securityContext": pod_security_context(topo),
+                            "containers": [container]}
+    if env := planes_env(topo):
+        mounts, volumes = tls_volumes(topo, frontend=False)
+        container |= {"env": env, "volumeMounts": mounts}
+        spec["volumes"] = volumes
     return {"name": "Planner", "type": "planner", "replicas": 1,
-            "podTemplate": {"spec": {"securityContext": pod_security_context(topo),
-                                     "containers": [container]}}}
+            "podTemplate": {"spec": spec}}

@@ -7,6 +7,7 @@ Pure: returns Python objects that `render/k8s.py` places into the DynamoGraphDep
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..startup_budget import worker_startup_budget_s
@@ -144,9 +145,13 @@ def uses_rdma(topo: Topology) -> bool:
     return topo.backend.needs_gpu and topo.kubernetes.rdma.profile.enabled
 
 
+def _probe(action: dict[str, Any], failures: int, timeout: int) -> dict[str, Any]:
+    return {**action, "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": timeout,
+            "failureThreshold": failures}
+
+
 def _http_probe(path: str, port: int | str, failures: int, timeout: int) -> dict[str, Any]:
-    return {"httpGet": {"path": path, "port": port}, "periodSeconds": PROBE_PERIOD_S,
-            "timeoutSeconds": timeout, "failureThreshold": failures}
+    return _probe({"httpGet": {"path": path, "port": port}}, failures, timeout)
 
 
 def worker_probes(topo: Topology) -> dict[str, dict[str, Any]]:
@@ -160,11 +165,15 @@ def worker_probes(topo: Topology) -> dict[str, dict[str, Any]]:
     }
 
 
-def frontend_probes(port: str) -> dict[str, dict[str, Any]]:
+def frontend_probes(port: str, action: Callable[[str], dict[str, Any]] | None = None
+                    ) -> dict[str, dict[str, Any]]:
+    """`action(path)` says how to ask (k8s_tls.frontend_probe_action: HTTPS, or a check in
+    the pod); plain HTTP GET on `port` without it."""
+    ask = action or (lambda path: {"httpGet": {"path": path, "port": port}})
     # /health answers 503 until workers have registered: the frontend takes no traffic
     # before it can serve it, and is not restarted for waiting (that is /live's job).
-    return {"livenessProbe": _http_probe("/live", port, 3, 5),
-            "readinessProbe": _http_probe("/health", port, 3, 5)}
+    return {"livenessProbe": _probe(ask("/live"), 3, 5),
+            "readinessProbe": _probe(ask("/health"), 3, 5)}
 
 
 def worker_scheduling(topo: Topology) -> dict[str, Any]:

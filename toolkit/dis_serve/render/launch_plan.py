@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import WorkerSlot, worker_slots
-from ..security.pki_files import PkiPaths
+from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import (
     EtcdMode,
     NatsMode,
@@ -23,7 +23,14 @@ from ..topology import (
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
-from .tls_planes import etcd_tls_args, graph_pki_paths, nats_tls_block
+from .tls_planes import (
+    endpoint_tls,
+    etcd_tls_args,
+    frontend_tls_files,
+    generates_nats_token,
+    graph_pki_paths,
+    nats_tls_block,
+)
 
 # NATS token authentication: the variable Dynamo's runtime (and our nats.conf) reads the token
 # from, and the server config that takes it from the server's environment. The token itself
@@ -39,7 +46,8 @@ def nats_token_config() -> str:
 
 def nats_config(topo: Topology, tls: PkiPaths | None) -> str | None:
     """The embedded NATS server's config file, or None when it needs none."""
-    parts = ([nats_token_config()] if topo.coordination.nats.auth else []) + (
+    token = topo.coordination.nats.auth is not None or generates_nats_token(topo)
+    parts = ([nats_token_config()] if token else []) + (
         [nats_tls_block(tls)] if tls else [])
     return "".join(parts) or None
 
@@ -58,6 +66,9 @@ class Readiness(BaseModel):
     port: int | None = Field(default=None, description="TCP port that accepts when ready.")
     host: str | None = Field(default=None, description="Host of the TCP port (default: "
                                                        "loopback).")
+    tls: EndpointTls | None = Field(
+        default=None, exclude_if=lambda tls: tls is None,
+        description="An https URL's CA (and client certificate) for the prober.")
 
 
 class ProcessSpec(BaseModel):
@@ -93,6 +104,11 @@ class LaunchPlan(BaseModel):
     namespace: str
     run_dir: Path
     endpoint: str = Field(description="Base URL of the OpenAI-compatible frontend.")
+    # Left out of the JSON when None: a plain-HTTP graph's plan reads as it always did.
+    endpoint_tls: EndpointTls | None = Field(
+        default=None, exclude_if=lambda tls: tls is None,
+        description="What a client of an https endpoint needs: the graph's CA (and the "
+                    "client certificate when the frontend asks for one).")
     model_name: str
     model_path: str
     needs_model_card: bool = Field(
@@ -162,17 +178,21 @@ def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
     )
 
 
-def frontend_spec(topo: Topology, target: TargetParams) -> ProcessSpec:
+def frontend_spec(topo: Topology, target: TargetParams,
+                  client_tls: EndpointTls | None = None) -> ProcessSpec:
+    """The frontend; `client_tls` is what probing its HTTPS needs (target.frontend_tls)."""
     # /health is what the rendered scripts wait on (wait_ready ... curl); the launcher asks
     # more of the frontend, that /v1/models lists the model (launch/readiness.py).
     probe_host = client_host(target.http_host, target.advertise_host)
+    scheme = "https" if target.frontend_tls else "http"
     return ProcessSpec(
         name="frontend", kind=ProcessKind.FRONTEND,
         argv=frontend_argv(topo, target),
         env=dynamo_env(topo, target),
         ports={"http": target.http_port},
         readiness=Readiness(kind=ProbeKind.HTTP,
-                            url=f"http://{probe_host}:{target.http_port}/health"),
+                            url=f"{scheme}://{probe_host}:{target.http_port}/health",
+                            tls=client_tls),
     )
 
 
@@ -218,10 +238,13 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
                   else None)
         processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data"),
                                    config))
+    https = topo.frontend_https
     target = TargetParams.local(topo, python=ctx.python, model_path=model_path,
                                 engine_config_dir=str(ctx.run_dir / ENGINE_CONFIG_DIR),
-                                tls=tls)
-    processes.append(frontend_spec(topo, target))
+                                tls=tls, frontend_tls=frontend_tls_files(topo.security, tls,
+                                                                         https))
+    client_tls = endpoint_tls(topo.security, tls, https)
+    processes.append(frontend_spec(topo, target, client_tls))
     processes.extend(_workers(topo, target))
     url_host = client_host(topo.frontend.host)
     engine_configs = {}
@@ -230,6 +253,7 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
                           for role, _ in topo.active_pools()}
     return LaunchPlan(
         name=topo.name, namespace=topo.namespace, run_dir=ctx.run_dir,
-        endpoint=f"http://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
+        endpoint=f"{'https' if https and tls else 'http'}://{url_host}:{topo.frontend.port}",
+        endpoint_tls=client_tls, model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card, engine_configs=engine_configs,
         processes=processes, supervision=topo.supervision)

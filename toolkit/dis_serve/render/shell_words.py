@@ -18,6 +18,7 @@ import math
 import re
 import shlex
 
+from ..security.pki_files import EndpointTls
 from .launch_plan import ProbeKind, ProcessSpec
 
 _MARK = "\x1e"
@@ -110,11 +111,23 @@ def tcp_check(host: str, port: int) -> str:
     return f"(exec 3<>/dev/tcp/{word(host)}/{port}) 2>/dev/null"
 
 
+def curl_tls_words(tls: EndpointTls | None) -> str:
+    """curl's options for an https endpoint of the graph: its CA (curl's own store does not
+    hold it) and, when the frontend asks for one, the client certificate; each followed by
+    a space."""
+    if tls is None:
+        return ""
+    files = ["--cacert", tls.ca_cert]
+    if tls.client_cert is not None:
+        files += ["--cert", tls.client_cert, "--key", tls.client_key or tls.client_cert]
+    return "".join(f"{word(f)} " for f in files)
+
+
 def probe_check(spec: ProcessSpec, default_host: str = "127.0.0.1") -> str:
     """A bash command that succeeds once the process is ready."""
     probe = spec.readiness
     if probe.kind is ProbeKind.HTTP:
-        return f"curl -fsS -o /dev/null {word(str(probe.url))}"
+        return f"curl -fsS -o /dev/null {curl_tls_words(probe.tls)}{word(str(probe.url))}"
     assert probe.port is not None
     return tcp_check(probe.host or default_host, probe.port)
 

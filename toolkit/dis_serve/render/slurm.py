@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..topology import Backend, SlurmPlacement, Topology
 from .cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
-from .hosts import nats_config_lines, token_lines
+from .hosts import token_lines
 from .mpi_launch import uses_mpi_launch, worker_launch_argv
 from .shell_words import checkpoint_check, comment, echo_line, private_files_lines, runtime, word
 
@@ -221,8 +221,6 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
     if plan.needs_model_card:
         lines.append("# The mocker reads a tokenizer-only model card at "
                      f"{comment(plan.model_path)} (`dis-serve up` makes one).")
-    if topo.coordination.nats.auth is not None:
-        lines += nats_config_lines()
     lines += _checkpoint_lines(topo, plan)
     lines += [*_agent_lines(topo, plan, python), ""]
     return "\n".join(lines)

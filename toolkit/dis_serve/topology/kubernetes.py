@@ -166,6 +166,62 @@ class ComputeResources(Strict):
     memory: Quantity | None = Field(default=None, description="Memory, e.g. 64Gi.")
 
 
+class IssuerRef(Strict):
+    """A cert-manager issuer that signs the graph's certificates."""
+
+    name: K8sName = Field(description="The Issuer's (or ClusterIssuer's) name.")
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(
+        default="Issuer", description="Issuer (in the graph's namespace) | ClusterIssuer.")
+    group: str = Field(default="cert-manager.io", min_length=1,
+                       description="API group of the issuer (external issuers have their own).")
+
+
+class KubernetesTls(Strict):
+    """Where the graph's certificates live in the cluster (`security.tls` on Kubernetes):
+    Secrets the pods mount, made by you or by cert-manager from `issuer`."""
+
+    frontend_secret: K8sName | None = Field(
+        default=None,
+        description="Secret (tls.crt, tls.key, ca.crt) the frontend serves HTTPS with "
+                    "(default: NAME-frontend-tls).")
+    frontend_dns_names: list[str] = Field(
+        default_factory=list,
+        description="issuer: names clients reach the frontend by besides its in-cluster "
+                    "Services (a load balancer's DNS name).")
+    client_secret: K8sName | None = Field(
+        default=None,
+        description="Secret (tls.crt, tls.key, ca.crt) whose client certificate the "
+                    "frontend, workers and planner present to the platform's etcd and NATS "
+                    "(default: NAME-client-tls).")
+    planes: bool = Field(
+        default=True,
+        description="The platform's etcd and NATS speak TLS with client certificates; false "
+                    "where they do not (the pods then get no client certificate).")
+    etcd_endpoints: str | None = Field(
+        default=None, min_length=1,
+        description="ETCD_ENDPOINTS of the platform's etcd over TLS (https://...), where the "
+                    "operator injects a plain-HTTP one.")
+    nats_server: str | None = Field(
+        default=None, min_length=1,
+        description="NATS_SERVER of the platform's NATS over TLS (tls://...), where the "
+                    "operator injects a nats:// one (Dynamo refuses TLS settings with it).")
+    issuer: IssuerRef | None = Field(
+        default=None,
+        description="Render cert-manager Certificate objects for those Secrets, signed by "
+                    "this issuer (a CA issuer: its ca.crt lands in each Secret).")
+
+    @model_validator(mode="after")
+    def _schemes(self) -> KubernetesTls:
+        if self.etcd_endpoints and not all(
+                url.strip().startswith("https://") for url in self.etcd_endpoints.split(",")):
+            raise ValueError(f"kubernetes.tls.etcd_endpoints {self.etcd_endpoints[:80]!r} must "
+                             "be https:// URLs (comma-separated): etcd with TLS")
+        if self.nats_server and not self.nats_server.startswith("tls://"):
+            raise ValueError(f"kubernetes.tls.nats_server {self.nats_server[:80]!r} must start "
+                             "with tls:// (Dynamo 1.6.1 refuses NATS TLS settings otherwise)")
+        return self
+
+
 class Kubernetes(Strict):
     """How `render --target k8s` deploys the graph through Dynamo's operator."""
 
@@ -201,6 +257,10 @@ class Kubernetes(Strict):
         default_factory=ComputeResources,
         description="Worker CPU/memory (default: 8 CPUs and 32Gi per GPU, at least twice "
                     "the worker's weight shard plus /dev/shm).")
+    tls: KubernetesTls = Field(
+        default_factory=KubernetesTls,
+        description="Secrets holding the frontend's and the pods' certificates, and "
+                    "cert-manager's issuer for them.")
     metrics_namespaces: list[K8sName] = Field(
         default_factory=list,
         description="Namespaces (e.g. monitoring) allowed to scrape worker metrics past the "

@@ -105,6 +105,16 @@ class TopologySpec(Strict):
         return None
 
     @property
+    def frontend_https(self) -> bool:
+        """Whether the OpenAI endpoint speaks HTTPS: as `security.tls.frontend` says, by
+        default when the frontend is reachable beyond loopback (a multi-node placement, a
+        frontend.host that is not loopback)."""
+        host = self.frontend.host
+        exposed = self.placement.kind.multi_node or (
+            host != "localhost" and not ipaddress.ip_address(host).is_loopback)
+        return self.security.frontend_tls(exposed)
+
+    @property
     def publishes_engine_metrics(self) -> bool:
         return self.observability.engine_metrics or self.autoscale is not None
 
