@@ -44,6 +44,7 @@ import os
 import platform
 import shutil
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
@@ -113,8 +114,26 @@ class Arm:
 
     @property
     def endpoint(self) -> str:
-        host = "127.0.0.1" if self.name == "local" else HEAD
-        return f"http://{host}:{BASES[self.name]}"
+        """Where the graph serves, as it recorded it (https when its frontend speaks TLS):
+        the supervisor's state locally, the head agent's `endpoint` file on the others."""
+        if self.name == "local":
+            return json.loads((self.run_dir / "state.json").read_text())["endpoint"]
+        # On Slurm the head agent writes it just after `up` has seen the graph ready.
+        written = self.run_dir / "endpoint"
+        if not wait_for(written.is_file, 30):
+            raise RuntimeError(f"{self.name}: no {written} 30 s after ready")
+        return written.read_text().strip()
+
+    def client(self) -> httpx.Client:
+        """A client for the endpoint: checked against the graph's CA (and with its client
+        certificate, where the run directory has one) when the endpoint is https."""
+        if not self.endpoint.startswith("https:"):
+            return httpx.Client(timeout=10, trust_env=False)
+        tls = self.run_dir / "tls"
+        context = ssl.create_default_context(cafile=str(tls / "ca.pem"))
+        if (tls / "client.pem").is_file() and (tls / "client-key.pem").is_file():
+            context.load_cert_chain(str(tls / "client.pem"), str(tls / "client-key.pem"))
+        return httpx.Client(timeout=10, trust_env=False, verify=context)
 
     @property
     def run_dir(self) -> Path:
@@ -155,6 +174,7 @@ class HostsArm(Arm):
         return self.work / "hosts" / "runs" / f"{self.graph}-{self.runs}"
 
     def start(self) -> float:
+        from dis_serve.launch.cluster_tls import write_cluster_ca
         from dis_serve.render.hosts import render_hosts_files
         from dis_serve.render.slurm import ENDPOINT_FILE
         from dis_serve.topology import Topology
@@ -162,9 +182,10 @@ class HostsArm(Arm):
         self.runs += 1
         run_dir = self.run_dir
         run_dir.mkdir(parents=True)
-        for name, text in render_hosts_files(Topology.model_validate(
-                graph_data("hosts", self.tls))).items():
+        topo = Topology.model_validate(graph_data("hosts", self.tls))
+        for name, text in render_hosts_files(topo).items():
             (run_dir / name).write_text(text)
+        write_cluster_ca(topo, run_dir)  # what `render --target hosts` writes into tls/
         # The scripts call python3 by name, as on a node that has dis-serve installed; the
         # agent makes the mocker's card itself (inside the timing, as on a fresh node).
         env = self.env | {"DIS_SERVE_RUN_DIR": str(run_dir),
@@ -270,8 +291,9 @@ class Load:
     fixed arrival rate while the graph keeps up, so the failures of an outage scale with
     its length, not with how fast a refused connection returns); outcomes with their times."""
 
-    def __init__(self, endpoint: str, clients: int = 2, interval_s: float = 0.2) -> None:
-        self.endpoint = endpoint
+    def __init__(self, arm: Arm, clients: int = 2, interval_s: float = 0.2) -> None:
+        self.arm = arm
+        self.endpoint = arm.endpoint
         self.interval_s = interval_s
         self.outcomes: list[tuple[float, float, str | None]] = []
         self._stop = threading.Event()
@@ -279,7 +301,7 @@ class Load:
                                           daemon=True) for k in range(clients)]
 
     def _run(self, offset_s: float) -> None:
-        with httpx.Client(timeout=10, trust_env=False) as client:
+        with self.arm.client() as client:
             next_at = time.monotonic() + offset_s
             while not self._stop.wait(max(0.0, next_at - time.monotonic())):
                 began = time.monotonic()
@@ -304,10 +326,10 @@ class Load:
         return sum(1 for o in list(self.outcomes) if start <= o[1] <= end)
 
 
-def first_completion(endpoint: str, deadline: float) -> bool:
-    with httpx.Client(timeout=10, trust_env=False) as client:
+def first_completion(arm: Arm, deadline: float) -> bool:
+    with arm.client() as client:
         while time.monotonic() < deadline:
-            if stream_chat(client, endpoint) is None:
+            if stream_chat(client, arm.endpoint) is None:
                 return True
             time.sleep(0.02)
     return False
@@ -337,7 +359,7 @@ def inject(arm: Arm, process: str) -> dict:
         return (now is not None and now["pid"] != before["pid"]
                 and now["restarts"] > before["restarts"] and all_ready(arm.run_dir))
 
-    with Load(arm.endpoint) as load:
+    with Load(arm) as load:
         time.sleep(1.0)  # the load running before the fault
         warm = load.failures(0, time.monotonic())
         hit = time.monotonic()
@@ -357,7 +379,7 @@ def inject(arm: Arm, process: str) -> dict:
 
 
 def healthy(arm: Arm) -> bool:
-    return all_ready(arm.run_dir) and first_completion(arm.endpoint, time.monotonic() + 10)
+    return all_ready(arm.run_dir) and first_completion(arm, time.monotonic() + 10)
 
 
 # ---------------------------------------------------------------- the run
@@ -370,7 +392,7 @@ def one_rep(arm: Arm, faults: dict[str, str], results: dict) -> None:
     try:
         served_by = time.monotonic() + READY_TIMEOUT_S
         began = time.monotonic()
-        if not first_completion(arm.endpoint, served_by):
+        if not first_completion(arm, served_by):
             raise RuntimeError(f"{arm.name}: ready, but no completion in {READY_TIMEOUT_S} s")
         served = ready + time.monotonic() - began
         results["bringup"][arm.name].append({"ready_s": ready, "served_s": served})
