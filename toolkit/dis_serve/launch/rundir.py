@@ -125,6 +125,8 @@ class RunDir:
         return self.path / "slurm-job.json"
 
     def exists(self) -> bool:
+        from ..render.cluster_plan import CLUSTER_PLAN_FILE  # lazily: see read_cluster_plan
+
         return (self.state_file.is_file() or self.plan_file.is_file()
                 or self.slurm_job_file.is_file() or (self.path / CLUSTER_PLAN_FILE).is_file())
 
