@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, wait_until
+from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
 from dis_serve.render.hosts import render_hosts_files
 from dis_serve.topology import Topology
@@ -78,6 +79,7 @@ def test_head_and_worker_scripts_on_two_addresses_serve_and_stop_cleanly(tmp_pat
         (run_dir / name).write_text(text)
     write_model_card(run_dir / "model-card", topo.model.resolved_architecture(),
                      name=topo.model.id)
+    write_cluster_ca(topo, run_dir)  # what `render` writes into tls/ beside the scripts
     head = _start(run_dir / "node-head.sh", run_dir)
     workers = _start(run_dir / "node-workers.sh", run_dir)
     endpoint = f"http://127.0.0.2:{BASE}"

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import socket
-import ssl
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -24,6 +20,7 @@ from dis_serve.launch.run_lookup import doctor_target
 from dis_serve.launch.rundir import RunDir
 from dis_serve.security.pki_files import TLS_DIR, PkiPaths, pki_paths
 from dis_serve.topology import Topology
+from plane_probes import etcdctl, nats_over, no_verify, request_port_accepts, with_client_cert
 from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
@@ -101,54 +98,6 @@ def test_local_nats_refuses_a_client_without_the_token_and_the_token_is_nowhere_
 
 
 TLS_BASE_PORT = 19420
-ETCDCTL = str(Path(sys.executable).parent / "etcdctl")
-
-
-def _etcdctl(endpoint: str, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([ETCDCTL, "--endpoints", endpoint, "--dial-timeout", "2s",
-                           "--command-timeout", "3s", *flags, "get", "--prefix", "v1/"],
-                          capture_output=True, text=True, timeout=30)
-
-
-async def _nats_over(url: str, context: ssl.SSLContext | None) -> bool:
-    import nats
-
-    async def quiet(_exc: Exception) -> None:
-        return None
-
-    try:
-        nc = await asyncio.wait_for(nats.connect(
-            url, tls=context, connect_timeout=2, allow_reconnect=False,
-            max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet), timeout=5)
-    except Exception:  # refused: several exception types
-        return False
-    await nc.close()
-    return True
-
-
-def _no_verify() -> ssl.SSLContext:
-    """What an attacker without the graph's files has: TLS, no CA, no client certificate."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def _request_port_accepts(address: str, context: ssl.SSLContext) -> bool:
-    """A TLS session with the worker's request port survives the handshake and a first
-    write (TLS 1.3 servers refuse a missing client certificate right after it)."""
-    host, port = address.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=3) as raw, \
-                context.wrap_socket(raw, server_hostname=host) as tls:
-            tls.sendall(b"\x00")
-            tls.settimeout(1)
-            try:
-                return tls.recv(1) != b""
-            except TimeoutError:
-                return True  # still open: the server took us
-    except (OSError, ssl.SSLError):
-        return False
 
 
 def test_a_default_local_graph_serves_over_mutual_tls_and_refuses_clients_without_its_certs(
@@ -164,17 +113,17 @@ def test_a_default_local_graph_serves_over_mutual_tls_and_refuses_clients_withou
         ca, cert, key = (str(tls_dir / n) for n in ("ca.pem", "client.pem", "client-key.pem"))
 
         # etcd: plain HTTP and TLS without a client certificate are refused; ours reads.
-        assert _etcdctl(f"http://127.0.0.1:{etcd_port}").returncode != 0
-        assert _etcdctl(f"https://127.0.0.1:{etcd_port}",
+        assert etcdctl(f"http://127.0.0.1:{etcd_port}").returncode != 0
+        assert etcdctl(f"https://127.0.0.1:{etcd_port}",
                         "--insecure-skip-tls-verify").returncode != 0
-        ours = _etcdctl(f"https://127.0.0.1:{etcd_port}", "--cacert", ca, "--cert", cert,
+        ours = etcdctl(f"https://127.0.0.1:{etcd_port}", "--cacert", ca, "--cert", cert,
                         "--key", key)
         assert ours.returncode == 0 and "dis-serve-it-sec-tls" in ours.stdout, ours.stderr
 
         # NATS: without TLS, and with TLS but no client certificate, refused.
         url = f"nats://127.0.0.1:{nats_port}"
-        assert asyncio.run(_nats_over(url, None)) is False
-        assert asyncio.run(_nats_over(url, _no_verify())) is False
+        assert asyncio.run(nats_over(url, None)) is False
+        assert asyncio.run(nats_over(url, no_verify())) is False
 
         # doctor reads both planes over TLS with the graph's certificates.
         report = run_doctor(doctor_target(RunDir.for_graph(topo.name, root)), window_s=0.5)
@@ -184,11 +133,10 @@ def test_a_default_local_graph_serves_over_mutual_tls_and_refuses_clients_withou
         assert len(addresses) == 2, report.etcd.registrations  # prefill's and decode's
 
         # The request plane: a worker's port speaks TLS and wants a client certificate.
-        ours_ctx = ssl.create_default_context(cafile=ca)
-        ours_ctx.load_cert_chain(cert, key)
+        ours_ctx = with_client_cert(ca, cert, key)
         for address in addresses:
-            assert _request_port_accepts(address, _no_verify()) is False, address
-            assert _request_port_accepts(address, ours_ctx) is True, address
+            assert request_port_accepts(address, no_verify()) is False, address
+            assert request_port_accepts(address, ours_ctx) is True, address
         _chat(graph)  # still serving after all of that
 
         # No key in any started process's argv, nor in the plan.

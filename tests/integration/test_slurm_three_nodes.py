@@ -2,16 +2,22 @@
 nodes, each its own network namespace (tests/netns_cluster.py). etcd, NATS, the frontend and
 the prefill worker run in node n1's namespace, one decode worker in each of n2's and n3's;
 every process listens on its node's eth0 address; chat completions are served at the head
-node's address; `down` leaves no process of the graph in any namespace."""
+node's address. One graph for the whole sequence (bring-ups are the slow part): a decode
+worker on node 2, then the frontend, then etcd, then node 1's agent SIGKILLed, each back
+within 10 s with the job running; `down` has every agent stop its share in order, leaving
+no process of the graph in any namespace and no data on the head's disk; a second `up`
+starts clean."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import pwd
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -101,66 +107,132 @@ def _worker_pid(cluster: NetnsCluster, node: str) -> int:
     raise AssertionError(f"no mocker in {node}")
 
 
-def test_a_worker_killed_on_node_3_is_restarted_there_and_the_job_keeps_running(
-        netns_cluster, tmp_path):
-    home = tmp_path / "home"
-    up = _cli(netns_cluster, home, "up", str(_topology(tmp_path, "it-3heal")), "--detach")
+def _job_state(cluster: NetnsCluster, job_id: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=cluster.env,
+                          capture_output=True, text=True, check=False).stdout.strip()
+
+
+def _up(cluster: NetnsCluster, home: Path, topology: Path, name: str):
+    up = _cli(cluster, home, "up", str(topology), "--detach")
     assert up.returncode == 0, up.stdout + up.stderr
-    run = RunDir.for_graph("it-3heal", home)
+    assert "ready in" in up.stdout and f"http://{HEAD}:{BASE}" in up.stdout
+    run = RunDir.for_graph(name, home)
     job = read_job(run)
     assert job is not None
-    endpoint = f"http://{HEAD}:{BASE}"
-    try:
-        assert wait_until((run.path / "endpoint").is_file, timeout=30)
-        assert _chat(endpoint) == 8
-        victim = _worker_pid(netns_cluster, "n3")
-        os.kill(victim, signal.SIGKILL)
+    assert wait_until((run.path / "endpoint").is_file, timeout=30)
+    return run, job
 
-        def healed() -> bool:
-            state = _node_state(run, "node2")
-            procs = state.get("processes", [])
-            return (state.get("phase") == "ready" and len(procs) == 1
-                    and procs[0]["restarts"] == 1 and procs[0]["pid"] != victim)
-        assert wait_until(healed, timeout=30), _node_state(run, "node2")
-        assert job.job_id in netns_cluster.jobs()
-        assert wait_until(lambda: _chat(endpoint) == 8, timeout=10)
-        assert _worker_pid(netns_cluster, "n3") != victim
-    finally:
-        down = _cli(netns_cluster, home, "down", "it-3heal")
-    assert down.returncode == 0, down.stdout + down.stderr
+
+def _data_dir(name: str, job_id: str) -> Path:
+    """Where the head's agent keeps etcd's and NATS's data (launch/node_data.py)."""
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    return Path(os.environ.get("TMPDIR", "/tmp")) / f"dis-serve-{user}" / f"{name}-{job_id}"
+
+
+def _nothing_left(cluster: NetnsCluster, run: RunDir) -> None:
     for node in ("n1", "n2", "n3"):
-        assert wait_until(lambda n=node: not _graph_processes(netns_cluster, n, run.path),
-                          timeout=15), (node, _graph_processes(netns_cluster, node, run.path))
+        assert wait_until(lambda n=node: not _graph_processes(cluster, n, run.path),
+                          timeout=15), (node, _graph_processes(cluster, node, run.path))
 
 
-def test_a_three_node_graph_serves_at_the_head_address_and_down_leaves_no_process(
+def _serves_at_the_head_with_every_process_on_its_node(cluster, home, endpoint) -> None:
+    assert _chat(endpoint) == 8
+    status = _cli(cluster, home, "status", "it-3node")
+    assert "router: prefill 1/1, decode 2/2" in status.stdout, status.stdout
+    assert _listening(cluster, "n1") == {
+        "etcd": {HEAD}, "nats-server": {HEAD}, "dynamo.frontend": {HEAD},
+        "dynamo.mocker": {HEAD}}
+    assert _listening(cluster, "n2") == {"dynamo.mocker": {"198.18.0.12"}}
+    assert _listening(cluster, "n3") == {"dynamo.mocker": {"198.18.0.13"}}
+
+
+def _killed_and_back(cluster, run: RunDir, job_id: str, endpoint: str, node: str,
+                     process: str, pid: int) -> None:
+    """SIGKILL `pid` (`process` of `node`): within 10 s that node's agent has it running and
+    ready again, and the graph serves; the job still runs."""
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+
+    def back() -> bool:
+        state = _node_state(run, node)
+        proc = next((p for p in state.get("processes", []) if p["name"] == process), {})
+        return (state.get("phase") == "ready" and proc.get("pid") not in (None, pid)
+                and proc.get("state") == "ready")
+    assert wait_until(back, timeout=10), (process, _node_state(run, node))
+    assert wait_until(lambda: _chat(endpoint) == 8, timeout=10 - (time.monotonic() - killed))
+    print(f"\n{process} on {node} SIGKILLed: back and serving after "
+          f"{time.monotonic() - killed:.1f} s")
+    assert _job_state(cluster, job_id) == "RUNNING"
+
+
+def _agent_killed_and_back(cluster, run: RunDir, job_id: str, endpoint: str,
+                           node: str) -> None:
+    """SIGKILL the agent (its supervisor) of `node`: its keeper starts another, which starts
+    the node's worker again, within 10 s; the job keeps running."""
+    agent = _node_state(run, node)["supervisor_pid"]
+    os.kill(agent, signal.SIGKILL)
+    killed = time.monotonic()
+
+    def back() -> bool:
+        state = _node_state(run, node)
+        return (state.get("supervisor_pid") not in (None, agent)
+                and state.get("phase") == "ready")
+    assert wait_until(back, timeout=10), _node_state(run, node)
+    assert wait_until(lambda: _chat(endpoint) == 8, timeout=10 - (time.monotonic() - killed))
+    print(f"\nagent of {node} SIGKILLed: back and serving after "
+          f"{time.monotonic() - killed:.1f} s")
+    assert _job_state(cluster, job_id) == "RUNNING"
+
+
+def _pid_of(run: RunDir, node: str, process: str) -> int:
+    return next(p["pid"] for p in _node_state(run, node)["processes"] if p["name"] == process)
+
+
+def _stopped_in_order(run: RunDir) -> None:
+    """Every agent stopped its share itself (not killed by Slurm): each state file says so."""
+    for node in ("node0", "node1", "node2"):
+        state = _node_state(run, node)
+        assert state.get("phase") == "stopped", (node, state)
+        assert all(p["state"] == "stopped" for p in state["processes"]), (node, state)
+
+
+def test_a_three_node_graph_heals_every_kill_and_down_leaves_nothing_for_a_clean_second_up(
         netns_cluster, tmp_path):
     home = tmp_path / "home"
-    up = _cli(netns_cluster, home, "up", str(_topology(tmp_path, "it-3node")), "--detach")
-    assert up.returncode == 0, up.stdout + up.stderr
-    run = RunDir.for_graph("it-3node", home)
-    job = read_job(run)
-    assert job is not None
+    topology = _topology(tmp_path, "it-3node")
     endpoint = f"http://{HEAD}:{BASE}"
-    assert "ready in" in up.stdout and endpoint in up.stdout
+    run, job = _up(netns_cluster, home, topology, "it-3node")
+    data = _data_dir("it-3node", job.job_id)
     try:
-        chat = httpx.post(f"{endpoint}/v1/chat/completions", trust_env=False, timeout=30,
-                          json={"model": "demo-model", "max_tokens": 8,
-                                "messages": [{"role": "user", "content": "w3 w4 w5"}]})
-        assert chat.status_code == 200 and chat.json()["usage"]["completion_tokens"] == 8
-        status = _cli(netns_cluster, home, "status", "it-3node")
-        assert "router: prefill 1/1, decode 2/2" in status.stdout, status.stdout
-
-        assert _listening(netns_cluster, "n1") == {
-            "etcd": {HEAD}, "nats-server": {HEAD}, "dynamo.frontend": {HEAD},
-            "dynamo.mocker": {HEAD}}
-        assert _listening(netns_cluster, "n2") == {"dynamo.mocker": {"198.18.0.12"}}
-        assert _listening(netns_cluster, "n3") == {"dynamo.mocker": {"198.18.0.13"}}
+        _serves_at_the_head_with_every_process_on_its_node(netns_cluster, home, endpoint)
+        # etcd's and NATS's data: on the head node's own disk, private, not the run directory
+        assert (data / "etcd-data").is_dir() and (data / "nats-data").is_dir()
+        assert data.stat().st_mode & 0o777 == 0o700
+        assert not (run.path / "etcd-data").exists()
+        _killed_and_back(netns_cluster, run, job.job_id, endpoint, "node2", "decode-1",
+                         _worker_pid(netns_cluster, "n3"))
+        for process in ("frontend", "etcd"):
+            _killed_and_back(netns_cluster, run, job.job_id, endpoint, "node0", process,
+                             _pid_of(run, "node0", process))
+        _agent_killed_and_back(netns_cluster, run, job.job_id, endpoint, "node1")
     finally:
         down = _cli(netns_cluster, home, "down", "it-3node")
     assert down.returncode == 0, down.stdout + down.stderr
     assert job.job_id not in netns_cluster.jobs()
-    for node in ("n1", "n2", "n3"):
-        assert wait_until(lambda n=node: not _graph_processes(netns_cluster, n, run.path),
-                          timeout=15), (node, _graph_processes(netns_cluster, node, run.path))
-    assert os.path.isdir(run.path)
+    _nothing_left(netns_cluster, run)
+    _stopped_in_order(run)
+    assert not data.exists()
+
+    run, again = _up(netns_cluster, home, topology, "it-3node")
+    try:
+        assert again.job_id != job.job_id
+        assert _chat(endpoint) == 8
+        states = [_node_state(run, node) for node in ("node0", "node1", "node2")]
+        assert all(s["phase"] == "ready" for s in states), states
+        assert all(p["restarts"] == 0 for s in states for p in s["processes"]), states
+    finally:
+        down = _cli(netns_cluster, home, "down", "it-3node")
+    assert down.returncode == 0, down.stdout + down.stderr
+    _nothing_left(netns_cluster, run)
+    _stopped_in_order(run)
+    assert not _data_dir("it-3node", again.job_id).exists()

@@ -8,9 +8,15 @@ import time
 import pytest
 
 from conftest import GRAPHS
-from dis_serve.errors import PreflightError
 from dis_serve.launch import events
-from dis_serve.launch.handle import ObservedGraph, StatusVerdict, handle_for, handle_for_run
+from dis_serve.launch.handle import (
+    ObservedGraph,
+    StartOptions,
+    StatusVerdict,
+    handle_for,
+    handle_for_run,
+)
+from dis_serve.launch.hosts_handle import HostsHandle
 from dis_serve.launch.local_handle import LocalHandle
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.slurm_handle import SlurmHandle
@@ -64,9 +70,11 @@ def test_a_slurm_topology_gets_the_slurm_handle_and_a_local_one_the_local(tmp_pa
     assert isinstance(handle_for(_graph("demo-slurm.yaml"), tmp_path), SlurmHandle)
 
 
-def test_a_hosts_topology_is_refused_with_the_render_command(tmp_path):
-    with pytest.raises(PreflightError, match="render --target hosts"):
-        handle_for(_graph("demo-two-hosts.yaml"), tmp_path)
+def test_a_hosts_topology_gets_the_hosts_handle_and_so_does_its_prepared_run(tmp_path):
+    handle = handle_for(_graph("demo-two-hosts.yaml"), tmp_path)
+    assert isinstance(handle, HostsHandle)
+    handle.start(StartOptions())
+    assert isinstance(handle_for_run(handle.run), HostsHandle)
 
 
 @pytest.mark.parametrize(("event", "line"), [

@@ -16,7 +16,7 @@ from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
 from dis_serve.errors import UserInputError
-from dis_serve.security.certs import issue_graph_pki, write_pki
+from dis_serve.security.certs import issue_graph_ca, issue_graph_pki, issue_node_server, write_pki
 
 NOW = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
 ADDRESSES = ["198.18.0.11", "198.18.0.12", "node3.cluster"]
@@ -166,3 +166,14 @@ def test_a_certificate_directory_that_is_a_link_is_refused(tmp_path, pki):
     with pytest.raises(UserInputError, match="symbolic link"):
         write_pki(pki, tmp_path / "tls")
     assert list((tmp_path / "real").iterdir()) == []
+
+
+def test_a_node_certificate_signed_later_never_outlives_the_graphs_ca():
+    ca = issue_graph_ca("demo", now=NOW, validity_days=30)
+    cert, _ = issue_node_server("demo", "n2", ["198.18.0.12"], ca.ca_cert, ca.ca_key,
+                                now=NOW + dt.timedelta(days=10), validity_days=30)
+    assert _cert(cert).not_valid_after_utc <= _cert(ca.ca_cert).not_valid_after_utc
+    verifier = (PolicyBuilder().store(Store([_cert(ca.ca_cert)]))
+                .time(NOW + dt.timedelta(days=10))
+                .build_server_verifier(_san("198.18.0.12")))
+    verifier.verify(_cert(cert), [])

@@ -80,6 +80,6 @@ def test_the_frontend_speaks_https_off_loopback_and_plain_http_on_it_by_default(
     assert asked.security.frontend_tls(off_loopback=False) is True
 
 
-def test_a_target_that_does_not_apply_tls_yet_says_so_off_loopback():
+def test_a_multi_node_graph_with_tls_has_nothing_to_warn_about_its_planes():
     warnings = exposure_warnings(Topology.model_validate(TWO_HOSTS))
-    assert any("hosts target does not apply it yet" in w for w in warnings), warnings
+    assert not any("TLS" in w or "etcd" in w for w in warnings), warnings

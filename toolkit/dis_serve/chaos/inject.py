@@ -1,22 +1,21 @@
-"""Faults on a schedule, and a record of what the supervisor reported meanwhile.
+"""Faults on a schedule, and a record of what the graph's handle reported meanwhile.
 
-Signals go to a process's group (each child of the supervisor leads its own), so a process
-and whatever it spawned are hit together, as a crash or a hang would hit them. Times are wall
-clock nanoseconds (`time.time_ns`), the clock AIPerf stamps its requests with.
+Signals go to a process's group (each child of a supervisor leads its own), so a process
+and whatever it spawned are hit together, as a crash or a hang would hit them (node_faults.py
+sends them). Times are wall clock nanoseconds (`time.time_ns`), the clock AIPerf stamps its
+requests with.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..launch.status import GraphPhase, GraphStatus
-from .scenario import Fault, FaultAction
+from ..launch.observed import ObservedGraph
+from ..launch.status import GraphPhase
+from .scenario import Fault
 
 
 @dataclass(frozen=True)
@@ -32,28 +31,29 @@ class Injection:
 
 @dataclass(frozen=True)
 class Sample:
-    """One look at the supervisor's status."""
+    """One look at the graph's status."""
 
     at_ns: int
     serving: bool            # phase ready and every process ready
     pids: dict[str, int | None]
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
 class FaultInjector:
-    """Applies the faults from a thread, each `fault.at_s` after `start()`."""
+    """Applies the faults from a thread, each `fault.at_s` after `start()`, through
+    `strike` (graph_faults.fault_graph: signals from here for a local graph, on the node for
+    Slurm and hosts), which returns once the fault is over (after a pause's SIGCONT); each
+    fault strikes from a thread of its own, so a pause does not hold up the next fault.
+    `pid_of` records which pid a process fault hit."""
 
-    def __init__(self, faults: list[Fault], pid_of: Callable[[str], int | None]) -> None:
+    def __init__(self, faults: list[Fault], pid_of: Callable[[str], int | None],
+                 strike: Callable[[Fault], None]) -> None:
         self.faults = sorted(faults, key=lambda f: f.at_s)
         self.pid_of = pid_of
+        self.strike = strike
         self.injections: list[Injection] = []
+        self.errors: list[str] = []
         self._stop = threading.Event()
-        self._paused: set[int] = set()
-        self._lock = threading.Lock()
+        self._strikes: list[threading.Thread] = []
         self._thread = threading.Thread(target=self._run, name="chaos-injector", daemon=True)
 
     def start(self) -> None:
@@ -61,49 +61,39 @@ class FaultInjector:
             self._thread.start()
 
     def stop(self) -> None:
-        """End the schedule; never leave a process stopped behind."""
+        """End the schedule and wait for the faults under way: a pause always ends with its
+        SIGCONT, so no process is left stopped behind."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        with self._lock:
-            for pid in self._paused:
-                _signal_group(pid, signal.SIGCONT)
-            self._paused.clear()
+        for strike in self._strikes:
+            strike.join()
 
     def _run(self) -> None:
         origin = time.monotonic()
-        pending = [(f.at_s, "begin", f) for f in self.faults]
-        pending += [(f.ends_at_s, "end", f) for f in self.faults
-                    if f.action is FaultAction.PAUSE]
-        pending.sort(key=lambda item: (item[0], item[1] == "begin"))
-        begun: dict[int, tuple[int | None, int]] = {}
-        for at_s, what, fault in pending:
-            if self._stop.wait(max(0.0, origin + at_s - time.monotonic())):
+        for fault in self.faults:
+            if self._stop.wait(max(0.0, origin + fault.at_s - time.monotonic())):
                 return
-            if what == "begin":
-                pid = self.pid_of(fault.process)
-                started = time.time_ns()
-                if pid is not None:
-                    with self._lock:
-                        _signal_group(pid, fault.action.signal)
-                        if fault.action is FaultAction.PAUSE:
-                            self._paused.add(pid)
-                begun[id(fault)] = (pid, started)
-                if fault.action is not FaultAction.PAUSE:
-                    self.injections.append(Injection(fault, pid, started, started))
-            else:
-                pid, started = begun[id(fault)]
-                with self._lock:
-                    if pid is not None:
-                        _signal_group(pid, signal.SIGCONT)
-                        self._paused.discard(pid)
-                self.injections.append(Injection(fault, pid, started, time.time_ns()))
+            thread = threading.Thread(target=self._hit, args=(fault,), daemon=True,
+                                      name=f"chaos-{fault.target}")
+            self._strikes.append(thread)
+            thread.start()
+
+    def _hit(self, fault: Fault) -> None:
+        pid = self.pid_of(fault.process) if fault.process else None
+        started = time.time_ns()
+        try:
+            self.strike(fault)
+        except Exception as exc:
+            self.errors.append(f"{fault.action.value} {fault.target}: {exc}")
+            return
+        self.injections.append(Injection(fault, pid, started, time.time_ns()))
 
 
 class StatusSampler:
-    """Samples `status()` every `period_s` from a thread until stopped."""
+    """Samples a handle's `status()` every `period_s` from a thread until stopped."""
 
-    def __init__(self, status: Callable[[], GraphStatus], period_s: float = 0.1) -> None:
+    def __init__(self, status: Callable[[], ObservedGraph], period_s: float = 0.1) -> None:
         self.status = status
         self.period_s = period_s
         self.samples: list[Sample] = []

@@ -23,7 +23,7 @@ from .scenario import ChaosScenario, Fault
 
 class FaultReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    process: str
+    process: str = Field(description="What it hit: a process, `P on NODE`, `node NODE`.")
     action: str
     at_s: float = Field(description="Scheduled offset from the start of profiling.")
     pid: int | None = Field(description="The pid the fault hit (None: no such process then).")
@@ -96,7 +96,7 @@ def analyse(scenario: ChaosScenario, topology: str, records: list[RequestRecord]
         stop = end if end is not None else max(run_end, inj.ended_ns)
         windows.append((start, stop))
         reports.append(FaultReport(
-            process=inj.fault.process, action=inj.fault.action.value, at_s=inj.fault.at_s,
+            process=inj.fault.target, action=inj.fault.action.value, at_s=inj.fault.at_s,
             pid=inj.pid, recovery_s=None if end is None else (end - start) / 1e9,
             failed_requests=sum(1 for r in records
                                 if r.error is not None and start <= r.end_ns <= stop)))
@@ -136,7 +136,7 @@ def _union_length(windows: list[tuple[int, int]]) -> int:
 def violations(scenario: ChaosScenario, outcome: ChaosOutcome,
                missed: list[Fault]) -> list[str]:
     limits = scenario.limits
-    found = [f"{f.action.value} {f.process} at {f.at_s:g} s was never injected: the load "
+    found = [f"{f.action.value} {f.target} at {f.at_s:g} s was never injected: the load "
              "ended first; give the workload more requests" for f in missed]
     for count, limit, what in ((outcome.failed, limits.max_failed_requests, "failed requests"),
                                (outcome.truncated, limits.max_truncated_streams,

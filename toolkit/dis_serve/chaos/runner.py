@@ -1,5 +1,6 @@
-"""`dis-serve chaos` end to end: bring the graph up, run the workload fault-free, run it
-again while faults hit the graph on schedule, measure, stop the graph, write chaos.json.
+"""`dis-serve chaos` end to end: bring the graph up (any placement, through its handle), run
+the workload fault-free, run it again while faults hit the graph on schedule (a process, a
+process on a named node, a whole node), measure, stop the graph, write chaos.json.
 
 Faults are timed from AIPerf's "profiling started" announcement (AIPerf itself takes
 seconds to start), so `at_s` means seconds into the measured load.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..bench.aiperf_run import AiperfTarget, build_argv, failure_message, run_aiperf
 from ..bench.requests import RECORDS_FILE, RequestRecord, read_records
@@ -21,56 +23,99 @@ from .inject import FaultInjector, StatusSampler
 from .outcome import ChaosOutcome, analyse, recovery_ns
 from .scenario import ChaosScenario
 
+if TYPE_CHECKING:
+    from ..launch.handle import GraphHandle, ObservedGraph
+
 OUTCOME_FILE = "chaos.json"
 
 
 def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -> None:
-    """Every fault names a process the graph has (before anything starts)."""
+    """Every fault names a process the graph has, and a node it has (before anything
+    starts)."""
+    from ..placement import node_layout
+
     names = [p.name for p in plan_of(topo).processes]
+    nodes = [n.name for n in node_layout(topo)] if topo.placement.kind.multi_node else []
     for index, fault in enumerate(scenario.faults):
-        if fault.process not in names:
+        if fault.process is not None and fault.process not in names:
             raise UserInputError(f"no process {fault.process!r} in graph {topo.name}",
                                  source=source, key=f"faults[{index}].process",
                                  fix="use one of " + ", ".join(names))
+        if fault.node is not None and fault.node not in nodes:
+            raise UserInputError(f"no node {fault.node!r} in graph {topo.name}", source=source,
+                                 key=f"faults[{index}].node",
+                                 fix=("use one of " + ", ".join(nodes)) if nodes
+                                 else "this graph runs on one machine: drop node")
 
 
 def run_chaos(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
               topology_file: Path | None = None, run_root: Path | None = None,
               on_event: Callable[[str], None] | None = None) -> ChaosOutcome:
+    """On any placement: the graph's handle starts, watches and stops it; faults reach
+    its processes where they run (graph_faults.py)."""
     from ..evidence.fingerprint import capture, write_fingerprint
-    from ..launch.graph import start_graph
+    from ..launch.handle import StartOptions, handle_for
 
     say = on_event or (lambda _text: None)
     with sweep_lock(out_dir):
         write_fingerprint(out_dir, capture("chaos", {"topology": (topo, topology_file)},
                                            inputs=scenario))
         say(f"starting graph {topo.name}")
-        with start_graph(topo, run_root=run_root) as graph:
-            target = make_target(topo, url=graph.endpoint, plan=graph.plan,
-                                 tokenizer=graph.plan.model_path, topology_file=topology_file)
-            reference = None
-            if scenario.reference_run:
-                say("fault-free run")
-                reference = _run_load(scenario, target, out_dir / "fault-free")
-            say("run with faults: " + ", ".join(
-                f"{f.action.value} {f.process} at {f.at_s:g} s" for f in scenario.faults_in_order))
-            sampler = StatusSampler(graph.status)
-            injector = FaultInjector(scenario.faults, lambda name: graph.status().process(
-                name).pid)
-            sampler.start()
-            try:
-                records = _run_load(scenario, target, out_dir / "faults",
-                                    on_profiling=injector.start)
-                injector.stop()
-                _wait_recovered(injector, sampler, scenario.limits.max_recovery_s)
-            finally:
-                injector.stop()
-                sampler.stop()
+        handle = handle_for(topo, run_root)
+        handle.start(StartOptions())
+        try:
+            observed = handle.wait_ready()
+            records, reference, injector, sampler = _measure(
+                handle, scenario, out_dir, _target(topo, handle, observed, topology_file), say)
+        finally:
             say(f"stopping graph {topo.name}")
+            handle.stop()
+    if injector.errors:
+        raise RunError("faults that could not be applied: " + "; ".join(injector.errors))
     outcome = analyse(scenario, topo.name, records, reference, injector.injections,
                       sampler.samples)
     (out_dir / OUTCOME_FILE).write_text(outcome.model_dump_json(indent=2), encoding="utf-8")
     return outcome
+
+
+def _target(topo: Topology, handle: GraphHandle, observed: ObservedGraph,
+            topology_file: Path | None) -> BenchTarget:
+    from ..launch.run_lookup import resolved_plan
+
+    plan = resolved_plan(handle.run)
+    return make_target(topo, url=observed.endpoint or plan.endpoint, plan=plan,
+                       tokenizer=plan.model_path, topology_file=topology_file)
+
+
+def _measure(handle: GraphHandle, scenario: ChaosScenario, out_dir: Path, target: BenchTarget,
+             say: Callable[[str], None]):
+    """The fault-free run (if asked), then the run with faults, sampling the status."""
+    from .graph_faults import fault_graph
+
+    reference = None
+    if scenario.reference_run:
+        say("fault-free run")
+        reference = _run_load(scenario, target, out_dir / "fault-free")
+    say("run with faults: " + ", ".join(
+        f"{f.action.value} {f.target} at {f.at_s:g} s" for f in scenario.faults_in_order))
+    sampler = StatusSampler(handle.status)
+    injector = FaultInjector(
+        scenario.faults, lambda name: _pid_of(handle, name),
+        lambda f: fault_graph(handle.run, node=f.node, process=f.process, action=f.action,
+                              duration_s=f.duration_s, say=lambda _text: None))
+    sampler.start()
+    try:
+        records = _run_load(scenario, target, out_dir / "faults", on_profiling=injector.start)
+        injector.stop()
+        _wait_recovered(injector, sampler, scenario.limits.max_recovery_s)
+    finally:
+        injector.stop()
+        sampler.stop()
+    return records, reference, injector, sampler
+
+
+def _pid_of(handle: GraphHandle, name: str) -> int | None:
+    return next((p.pid for p in handle.status().processes if p.name == name), None)
 
 
 def _run_load(scenario: ChaosScenario, target: BenchTarget, artifacts: Path,

@@ -38,9 +38,13 @@ class Fault(_Strict):
 
     at_s: float = Field(ge=0, le=3600, description="Seconds after AIPerf's profiling starts.")
     action: FaultAction = Field(description="kill | term | pause.")
-    process: str = Field(
-        description="A process of the graph by name: etcd, nats, frontend, prefill-0, "
-                    "decode-1...")
+    process: str | None = Field(
+        default=None, description="A process of the graph by name: etcd, nats, frontend, "
+                                  "prefill-0, decode-1...")
+    node: str | None = Field(
+        default=None, description="A node of a Slurm or hosts graph, as `status` names it: "
+                                  "with process, that process there; alone, every process "
+                                  "of the node and its agent (a hung or crashed node).")
     duration_s: float | None = Field(
         default=None, gt=0, le=600, description="pause only: how long it stays stopped.")
 
@@ -49,7 +53,16 @@ class Fault(_Strict):
         if (self.action is FaultAction.PAUSE) != (self.duration_s is not None):
             raise ValueError(f"fault at {self.at_s:g} s: duration_s goes with action pause "
                              "and only with it")
+        if self.process is None and self.node is None:
+            raise ValueError(f"fault at {self.at_s:g} s: give process, node, or both")
         return self
+
+    @property
+    def target(self) -> str:
+        """What it hits, for people: `decode-1`, `decode-1 on node2`, `node node2`."""
+        if self.process is None:
+            return f"node {self.node}"
+        return self.process + (f" on {self.node}" if self.node else "")
 
     @property
     def ends_at_s(self) -> float:

@@ -28,6 +28,31 @@ def agent(
     raise typer.Exit(run_agent(run_dir, node))
 
 
+def inflict(
+    run_dir: Annotated[Path, typer.Argument(help="The graph's run directory.")],
+    node: Annotated[str, typer.Option("--node", help="This node's name in the graph.")],
+    action: Annotated[str, typer.Option("--action", help="kill | term | pause.")],
+    process: Annotated[str | None, typer.Option(
+        "--process", help="One process (default: the node's every process and its "
+                          "agent).")] = None,
+    duration: Annotated[float | None, typer.Option("--duration", min=0.1, max=600)] = None,
+) -> None:
+    """On the node itself (`dis-serve fault` starts it there): apply a fault to the pids its
+    agent recorded in state-<node>.json."""
+    from ..chaos.node_faults import apply_fault
+    from ..chaos.scenario import FaultAction
+    from ..errors import UserInputError
+    from ..launch.cluster_view import read_node_state
+    from ..launch.rundir import RunDir
+
+    state = read_node_state(RunDir(run_dir), node)
+    if state is None:
+        raise UserInputError(f"{run_dir} has no readable state-{node}.json", key="--node",
+                             fix="is this node's agent running?")
+    apply_fault(state, process, FaultAction(action), duration)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
     app.command()(agent)
+    app.command(hidden=True)(inflict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -67,7 +68,8 @@ def _table(outcome: ChaosOutcome):
     for column in ("fault", "at s", "pid", "recovered after s", "failed requests"):
         table.add_column(column, justify="left" if column == "fault" else "right")
     for fault in outcome.faults:
-        table.add_row(f"{fault.action} {fault.process}", f"{fault.at_s:g}", str(fault.pid),
+        table.add_row(f"{fault.action} {fault.process}", f"{fault.at_s:g}",
+                      str(fault.pid or "-"),
                       "never" if fault.recovery_s is None else f"{fault.recovery_s:.2f}",
                       str(fault.failed_requests))
     degraded = ("n/a" if outcome.goodput_degraded_rps is None
@@ -77,5 +79,46 @@ def _table(outcome: ChaosOutcome):
     return table
 
 
+class _Action(StrEnum):  # FaultAction's values, without importing it for `--help`
+    KILL = "kill"
+    TERM = "term"
+    PAUSE = "pause"
+
+
+def fault(
+    name: Annotated[str | None, typer.Argument(
+        help="Graph name (default: the only running graph).")] = None,
+    process: Annotated[str | None, typer.Option(
+        "--process", help="The process to hit (default with --node: every process of the "
+                          "node and its agent).")] = None,
+    node: Annotated[str | None, typer.Option(
+        "--node", help="The node (as `status` names it) of a Slurm or hosts graph.")] = None,
+    action: Annotated[_Action, typer.Option(
+        "--action", help="kill: SIGKILL (a crash), term: SIGTERM, pause: SIGSTOP for "
+                         "--duration, then SIGCONT (a hung process or node).")] = _Action.KILL,
+    duration: Annotated[float | None, typer.Option(
+        "--duration", min=0.1, max=600, help="pause only: seconds it stays stopped.")] = None,
+) -> None:
+    """Hit a running graph now: one process (on a named node), or a whole node. Returns
+    once the fault is over (after the SIGCONT of a pause)."""
+    from ..chaos.graph_faults import fault_graph
+    from ..chaos.scenario import FaultAction
+    from ..errors import UserInputError
+    from ..launch.run_lookup import find_run
+
+    chosen = FaultAction(action.value)
+    if (chosen is FaultAction.PAUSE) != (duration is not None):
+        raise UserInputError("--duration goes with --action pause and only with it",
+                             key="--duration", fix="give both, or neither")
+    run = find_run(name)
+    hit = fault_graph(run, node=node, process=process, action=chosen, duration_s=duration,
+                      say=lambda text: console.print(text, markup=False))
+    what = process or f"every process of node {hit}"
+    console.print(f"{chosen.value} {what}" + (f" on {hit}" if hit and process else "")
+                  + f" of {run.name}: done; `dis-serve status {run.name}` shows the graph",
+                  markup=False)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(chaos)
+    app.command()(fault)

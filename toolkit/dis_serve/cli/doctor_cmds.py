@@ -84,10 +84,11 @@ def _check_url(url: str, schemes: tuple[str, ...], flag: str) -> str:
 
 
 def _must_be_running(run: RunDir) -> None:
-    from ..launch.run_lookup import supervisor_alive
+    """Whatever runs it (a supervisor here, a Slurm job, the agents of a hosts graph)."""
+    from ..launch.handle import handle_for_run
 
-    state = run.read_state()
-    if state is None or not supervisor_alive(state):
+    observed = handle_for_run(run).status()
+    if not observed.supervisor_alive or observed.phase.finished:
         raise UserInputError(f"graph {run.name!r} is not running", key="NAME",
                              fix="start it with `dis-serve up`; for what a crashed graph "
                                  "left on a shared etcd/NATS use --clean NS --etcd URL")

@@ -181,6 +181,9 @@ def _print_change(observed: ObservedGraph) -> None:
 def status(
     name: Annotated[str | None, typer.Argument(
         help="Graph name (default: the only running graph).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the observation as JSON (phase, problems, every process with "
+                       "its node) instead of tables.")] = False,
 ) -> None:
     """Show a running graph's processes (pid, state, port, restarts, ready), and its worker
     registrations with their leases as the router sees them. Exit status 0 when it is ready
@@ -191,6 +194,9 @@ def status(
 
     handle = handle_for_run(find_run(name, active_only=False))
     observed = handle.status()
+    if as_json:
+        console.print_json(observed.model_dump_json())
+        raise typer.Exit(observed.verdict.exit_code)
     console.print(status_table(observed))
     if observed.serving:
         router = f"; router: {observed.router}" if observed.router else ""
@@ -287,7 +293,27 @@ def down(
             console.print(note, markup=False)
 
 
+def prepare(
+    file: Annotated[Path, typer.Argument(help="Topology YAML with placement hosts.")],
+) -> None:
+    """Prepare a hosts graph's run directory to copy to its nodes (node scripts, README,
+    cluster plan, topology, the mocker's model card) and print what to run where; then
+    `status`, `logs`, `doctor` and `down` find it by name."""
+    from ..launch.hosts_handle import prepare_hosts_run, steps
+    from ..launch.rundir import RunDir
+    from ..topology import PlacementKind
+
+    topo = _load(file)
+    if topo.placement.kind is not PlacementKind.HOSTS:
+        raise UserInputError(f"placement is {topo.placement.kind.value}, not hosts",
+                             source=str(file), key="placement",
+                             fix="give placement.hosts.nodes, or `dis-serve up` this graph")
+    run = RunDir.for_graph(topo.name)
+    for line in steps(prepare_hosts_run(topo, run), run):
+        console.print(line, markup=False)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
-    for command in (up, status, logs, down):
+    for command in (up, prepare, status, logs, down):
         app.command()(command)

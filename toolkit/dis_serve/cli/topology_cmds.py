@@ -85,6 +85,9 @@ def render(
     files = result.files | _observability_files(result.files, topo, chosen)
     for path in write_files(files, out_dir):
         console.print(f"wrote {path}", markup=False)
+    for path in _write_cluster_cas(topo, chosen, out_dir):
+        console.print(f"wrote {path} (the graph's CA and client certificate, keys 0600)",
+                      markup=False)
     for warning in result.warnings:
         console.print(f"note: {warning}", markup=False)
     for step in result.first_steps:
@@ -101,6 +104,24 @@ def render(
                       f"{file} with placement: slurm)", markup=False)
     if chosen.includes(Target.LOCAL):
         console.print(f"next: dis-serve up {file}", markup=False)
+
+
+def _write_cluster_cas(topo: Topology, chosen: Target, out_dir: Path) -> list[Path]:
+    """Each cluster target's tls/ (security.tls.mode auto): a new CA, made here since the
+    nodes may share no storage; each node's agent signs its own server certificate with it."""
+    from ..launch.cluster_tls import write_cluster_ca
+    from ..render.target_files import Target
+    from ..security.pki_files import TLS_DIR
+    from ..topology.security import TlsMode
+
+    if topo.security.tls.mode is not TlsMode.AUTO:
+        return []
+    written = []
+    for target in (Target.HOSTS, Target.SLURM):
+        if chosen.wanted(target, topo):
+            write_cluster_ca(topo, out_dir / target.value)
+            written.append(out_dir / target.value / TLS_DIR)
+    return written
 
 
 def _observability_files(files: dict[str, str], topo: Topology,

@@ -16,6 +16,12 @@ beside the others, where the client reads it.
   still starting.
 - The mocker's tokenizer-only card is made here when the run directory lacks it (a hosts
   run directory copied to the nodes), so no node needs `up` to have run on it.
+- The supervisor runs under the same keeper as a detached local one (keeper.py): SIGKILLed,
+  it is forked again, which starts the node's processes again (about 2 s for the mocker).
+- Across nodes the stop follows `ProcessKind.stop_rank` as locally (node_stop.py): the head
+  stops NATS and etcd only after the other nodes' workers, as their state files say.
+- etcd's and NATS's data are on the head node's own disk (node_data.py), not the shared run
+  directory, and are removed when the head node's agent stops.
 
 dis-serve reaches the nodes as the Python that runs the agent: the shared virtual
 environment `up` submits from (Slurm without a container image), `python3` on the node's PATH
@@ -28,6 +34,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic_file import write_atomic
@@ -35,18 +42,26 @@ from ..errors import RunError, UserInputError
 from ..probes import http_client, listen_host, router_view, tcp_accepts
 from ..render.cluster_plan import (
     CLUSTER_PLAN_FILE,
+    DATA_DIR_VAR,
     ClusterPlan,
     NodeProcesses,
     resolved_launch_plan,
 )
 from ..render.launch_plan import ENGINE_CONFIG_DIR, LaunchPlan
 from ..render.shell_words import runtime_names
-from ..render.slurm import ENDPOINT_FILE
+from ..render.slurm import ENDPOINT_FILE, STOP_REQUEST_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
+from .agent_contact import keep_in_touch
+from .cluster_tls import prepare_node_tls
 from .events import describe
 from .graph import write_worker_inputs
+from .keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
+from .node_data import coordination_data_dir, make_data_dir, remove_data_dir
+from .node_stop import CrossNodeStop
 from .rundir import PRIVATE_FILE, RunDir
+from .secrets import GraphSecrets
+from .status import GraphStatus
 from .supervisor import Supervisor
 
 POLL_S = 0.2
@@ -74,13 +89,15 @@ class NodeRunDir(RunDir):
 
 
 def runtime_values(plan: ClusterPlan, node: str, run_dir: Path,
-                   environ: dict[str, str] | None = None) -> dict[str, str]:
+                   environ: dict[str, str] | None = None, *,
+                   data_dir: Path) -> dict[str, str]:
     """A value for every run-time variable that this node's processes and the head's use:
-    RUN_DIR is `run_dir`; the others come from the batch script's `addresses` file, else the
-    environment (HEAD_ADDRESS, NODE_ADDRESS of a hosts node script). UserInputError naming
-    the first one missing."""
+    RUN_DIR is `run_dir`, the head's data directory `data_dir` (node_data.py); the others
+    come from the batch script's `addresses` file, else the environment (HEAD_ADDRESS,
+    NODE_ADDRESS of a hosts node script). UserInputError naming the first one missing."""
     environ = os.environ if environ is None else environ
-    found = {"RUN_DIR": str(run_dir)} | RunDir(run_dir).read_addresses()
+    found = ({"RUN_DIR": str(run_dir), DATA_DIR_VAR: str(data_dir)}
+             | RunDir(run_dir).read_addresses())
     needed = [*node_processes(plan, node).processes, *plan.head.processes]
     names = runtime_names([plan.endpoint, *_strings([p.model_dump(mode="json")
                                                      for p in needed])])
@@ -166,33 +183,85 @@ def _write_missing_inputs(topo: Topology, own: LaunchPlan, run_dir: Path) -> Non
 
 def run_agent(run_dir: Path, node: str) -> int:
     """Supervise `node`'s processes until SIGTERM/SIGINT/SIGHUP or failure; the exit status
-    (0 after a requested stop, 1 after a failure)."""
+    (0 after a requested stop, 1 after a failure). The supervisor runs under a keeper
+    (keeper.py), as a detached local one does: killed, it is back at once."""
     run = NodeRunDir(run_dir.resolve(), node)
     topo = run.read_topology()
     cluster = run.read_cluster_plan()
-    own, whole = node_launch_plan(cluster, node, runtime_values(cluster, node, run.path),
-                                  run.path, topo)
+    head = node_processes(cluster, node).head
+    data_dir = coordination_data_dir(topo, os.environ)
+    values = runtime_values(cluster, node, run.path, data_dir=data_dir)
+    own, whole = node_launch_plan(cluster, node, values, run.path, topo)
     run.prepare()
+    if head:  # a new job starts empty (a job id is reused by a new cluster)
+        remove_data_dir(data_dir)
+        make_data_dir(data_dir)
     write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
     _write_missing_inputs(topo, own, run.path)
-    budget = worker_startup_budget_s(topo)
+    secrets = prepare_node_tls(topo, node_processes(cluster, node), values, run.path)
+    share = _NodeShare(run, topo, cluster, own, whole, secrets)
+    try:
+        return keep_supervised(run, lambda: _supervise_node(share))
+    finally:
+        if head:  # the agent stops for good: etcd's and NATS's data go with it
+            remove_data_dir(data_dir)
+
+
+@dataclass(frozen=True)
+class _NodeShare:
+    """What one node's supervisor runs: its plan, and the whole graph's it waits for."""
+
+    run: NodeRunDir
+    topo: Topology
+    cluster: ClusterPlan
+    own: LaunchPlan
+    whole: LaunchPlan
+    secrets: GraphSecrets
+
+    @property
+    def node(self) -> str:
+        return self.run.node
+
+    def say(self, line: str) -> None:
+        print(f"[{self.node}] {line}", flush=True)
+
+    def other_states(self) -> dict[str, GraphStatus | None]:
+        """The other nodes' agents' last view (state-<node>.json), None where none is."""
+        return {n.name: NodeRunDir(self.run.path, n.name).read_state()
+                for n in self.cluster.nodes if n.name != self.node}
+
+
+def _supervise_node(share: _NodeShare) -> int:
+    """The keeper's child: this node's supervisor, until stopped or failed."""
+    budget = worker_startup_budget_s(share.topo)
     stop = threading.Event()
-    supervisor = Supervisor(own, run, ready_timeout_s=budget,
-                            on_event=lambda event: print(f"[{node}] {describe(event)}",
-                                                         flush=True))
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda *_: (stop.set(), supervisor.request_stop()))
-    head = node_processes(cluster, node).head
+    supervisor = Supervisor(share.own, share.run, ready_timeout_s=budget,
+                            secrets=share.secrets,
+                            on_event=lambda event: share.say(describe(event)),
+                            before_stopping=CrossNodeStop(share.other_states, say=share.say))
+    def on_stop(signum: int, _frame: object) -> None:
+        # os.write, not print: a handler must not re-enter the buffered stdout it interrupted
+        os.write(1, f"[{share.node}] {signal.Signals(signum).name}: stopping\n".encode())
+        stop.set()
+        supervisor.request_stop()
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, on_stop)
+    unblock_stop_signals()  # held back by the keeper's fork
+    keep_in_touch(share.run.path, share.node,
+                  lambda: (share.say(f"{STOP_REQUEST_FILE}: stopping"), stop.set(),
+                           supervisor.request_stop()))
+    head = node_processes(share.cluster, share.node).head
     if not head:
-        print(f"[{node}] waiting for etcd and NATS on the head node", flush=True)
-        _wait_for_head(whole, time.monotonic() + budget, stop)
+        share.say("waiting for etcd and NATS on the head node")
+        _wait_for_head(share.whole, time.monotonic() + budget, stop)
         if stop.is_set():
             return 0
-    thread = threading.Thread(target=supervisor.run, name=f"agent-{node}")
+    thread = threading.Thread(target=supervisor.run, name=f"agent-{share.node}")
     thread.start()
     if head:
-        threading.Thread(target=_write_endpoint_when_complete, args=(whole, run.path,
-                                                                     supervisor),
+        threading.Thread(target=_write_endpoint_when_complete,
+                         args=(share.whole, share.run.path, supervisor),
                          name="endpoint", daemon=True).start()
     # Short slices: the main thread must stay responsive to signals.
     while not supervisor.finished.wait(0.5) and thread.is_alive():

@@ -27,7 +27,7 @@ from ..render.launch_plan import (
     nats_config,
     render_launch_plan,
 )
-from ..render.tls_planes import graph_pki_paths
+from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
 from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
@@ -118,19 +118,23 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
 
 def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
     """What the planes read from the run directory: a new CA and certificates for this run
-    (`security.tls: auto`; the server certificate also names an HTTPS frontend's host),
-    and the embedded NATS server's config (TLS, token: the token itself stays in its
-    environment)."""
+    (`security.tls: auto`, with a NATS token where the topology names none; the server
+    certificate also names an HTTPS frontend's host), and the embedded NATS server's config
+    (TLS, token: the token itself stays in its environment)."""
     path = run_dir.path.resolve()
     if topo.security.tls.mode is TlsMode.AUTO:
         from ..security.certs import issue_graph_pki, write_pki
         from ..security.host_names import frontend_names
 
         # An HTTPS frontend is called by the names clients reach it at.
-        names = frontend_names(topo.frontend.host) if topo.frontend_https else []
+        names = frontend_names(topo.frontend.local_host) if topo.frontend_https else []
         write_pki(issue_graph_pki(topo.name, [LOOPBACK, *names],
                                   validity_days=topo.security.tls.validity_days),
                   path / TLS_DIR)
+    if generates_nats_token(topo):
+        from ..security.certs import write_nats_token
+
+        write_nats_token(path / TLS_DIR)
     config = nats_config(topo, graph_pki_paths(topo.security, path))
     if config is not None:
         write_atomic(path / NATS_CONFIG, config, 0o600)

@@ -8,8 +8,8 @@
 
 Each placement has one implementation: `local_handle.LocalHandle` (a supervisor thread, or
 a detached supervisor process, on this machine) and `slurm_handle.SlurmHandle` (one sbatch
-job). The hosts placement (one agent per node, issue 18) adds a third behind the same
-interface; nothing above `launch/` asks which placement it talks to. What the handle sees is
+job) and `hosts_handle.HostsHandle` (a run directory copied to the nodes, one agent per
+node); nothing above `launch/` asks which placement it talks to. What the handle sees is
 a frozen `ObservedGraph` (observed.py); what `status` exits with is its `verdict`.
 """
 
@@ -89,9 +89,8 @@ class GraphHandle(Protocol):
 
 
 def handle_for(topo: Topology, run_root: Path | None = None) -> GraphHandle:
-    """The handle that starts `topo` where its placement says (hosts: PreflightError
-    until the per-node agents of issue 18 exist)."""
-    from .preflight import check_placement
+    """The handle that starts `topo` where its placement says (hosts: prepares the run
+    directory to copy to the nodes, whose agents then run it)."""
     from .rundir import RunDir
 
     run = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
@@ -99,7 +98,10 @@ def handle_for(topo: Topology, run_root: Path | None = None) -> GraphHandle:
         from .slurm_handle import SlurmHandle
 
         return SlurmHandle(run, topo)
-    check_placement(topo)
+    if topo.placement.kind is PlacementKind.HOSTS:
+        from .hosts_handle import HostsHandle
+
+        return HostsHandle(run, topo)
     from .local_handle import LocalHandle
 
     return LocalHandle(run, topo)
@@ -107,6 +109,7 @@ def handle_for(topo: Topology, run_root: Path | None = None) -> GraphHandle:
 
 def handle_for_run(run: RunDir) -> GraphHandle:
     """The handle of a graph started earlier, found through its run directory."""
+    from .cluster_view import is_hosts_run
     from .slurm_jobs import read_job
 
     job = read_job(run)
@@ -114,6 +117,10 @@ def handle_for_run(run: RunDir) -> GraphHandle:
         from .slurm_handle import SlurmHandle
 
         return SlurmHandle(run, job=job)
+    if is_hosts_run(run):
+        from .hosts_handle import HostsHandle
+
+        return HostsHandle(run)
     from .local_handle import LocalHandle
 
     return LocalHandle(run)

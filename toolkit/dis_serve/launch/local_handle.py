@@ -7,7 +7,7 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import RunError, UserInputError
@@ -135,14 +135,9 @@ class LocalHandle:
         return observe(state, alive=supervisor_alive(state), check_pids=True)
 
     def registrations(self) -> RegistrationsView:
-        from ..coordination.doctor import run_doctor
-        from .run_lookup import doctor_target
+        from .run_lookup import read_registrations
 
-        try:
-            target = doctor_target(self._run)
-        except OSError as exc:  # the run directory's inputs were removed while it runs
-            return RegistrationsView(unavailable=str(exc))
-        return RegistrationsView(report=run_doctor(replace(target, nats_url=None)))
+        return read_registrations(self._run)
 
     def process_names(self) -> list[str]:
         state = self._run.read_state()

@@ -69,12 +69,13 @@ def find_binaries(topo: Topology) -> Binaries:
 
 
 def check_placement(topo: Topology) -> None:
-    """`up` starts processes on this machine; a hosts placement names other machines."""
+    """A local launch starts processes on this machine; a hosts placement names other
+    machines (`up` and `prepare` give it the hosts handle instead)."""
     if topo.placement.kind is PlacementKind.HOSTS:
         raise PreflightError(
             f"{topo.name}: placement is hosts ({len(topo.placement.hosts.nodes)} nodes); `up` "
-            "cannot start processes on other machines: run `dis-serve render "
-            "--target hosts` and start each node-<name>.sh on its node")
+            "cannot start processes on other machines: run `dis-serve prepare` and start "
+            "each node-<name>.sh on its node")
 
 
 def check_backend(topo: Topology) -> None:
@@ -154,7 +155,7 @@ def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
 
 
 def listen_host(spec: ProcessSpec, topo: Topology) -> str:
-    return topo.frontend.host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
+    return topo.frontend.local_host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
 
 
 def _bind_error(host: str, port: int) -> int | None:
@@ -199,8 +200,6 @@ def check_ports(plan: LaunchPlan, topo: Topology) -> None:
                     f"{port_key(spec, port_name, plan)} to a free port")
 
 
-# The placements whose launch applies `security.tls` today; the others warn that it is not.
-TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
 # The placements whose launch serves HTTPS on the frontend (security.tls.frontend); the
 # others need the graph's certificates on their head node first.
 FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL})
@@ -208,7 +207,7 @@ FRONTEND_TLS_APPLIED: frozenset[PlacementKind] = frozenset({PlacementKind.LOCAL}
 
 def _frontend_warnings(topo: Topology) -> list[str]:
     """What a frontend reachable from the network lets in."""
-    host = topo.frontend.host
+    host = topo.frontend.local_host
     if not (topo.frontend_https and topo.placement.kind in FRONTEND_TLS_APPLIED):
         return [f"frontend.host is {host}: the OpenAI endpoint is reachable from the "
                 "network, without authentication"]
@@ -227,16 +226,11 @@ def exposure_warnings(topo: Topology) -> list[str]:
 
     warnings = []
     off_loopback = topo.off_loopback_because
-    if topo.frontend.host not in ("127.0.0.1", "localhost", "::1"):
+    if topo.frontend.local_host not in ("127.0.0.1", "localhost", "::1"):
         warnings += _frontend_warnings(topo)
     if topo.coordination.event_plane is EventPlane.ZMQ:
         warnings.append("coordination.event_plane is zmq: Dynamo 1.6.1 binds its ZMQ event "
                         "publishers on 0.0.0.0 (all interfaces) whatever DYN_EVENT_PLANE_HOST "
                         "says; set event_plane: nats to keep the graph on loopback")
-    warnings += security_warnings(topo.security, off_loopback)
-    if (off_loopback is not None and topo.security.tls.mode.encrypts
-            and topo.placement.kind not in TLS_APPLIED):
-        warnings.append(f"security.tls.mode is {topo.security.tls.mode.value}, but the "
-                        f"{topo.placement.kind.value} target does not apply it yet: etcd, "
-                        f"NATS and the request plane run without TLS ({off_loopback})")
-    return warnings
+    # Every placement applies security.tls to etcd, NATS and the request plane.
+    return warnings + security_warnings(topo.security, off_loopback)

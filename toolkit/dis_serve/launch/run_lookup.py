@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import PreflightError, UserInputError
+from ..render.cluster_plan import CLUSTER_PLAN_FILE
+from .cluster_view import agents_running, is_hosts_run, look_at_nodes
 from .orphans import Leftover, kill_leftovers, leftovers
 from .process import same_process
 from .run_lock import lock_holder
@@ -15,6 +17,9 @@ from .status import GraphStatus
 
 if TYPE_CHECKING:
     from ..coordination.doctor import DoctorTarget
+    from ..render.launch_plan import LaunchPlan
+    from ..topology import ProcessKind
+    from .observed import RegistrationsView
 
 
 def supervisor_alive(status: GraphStatus) -> bool:
@@ -31,6 +36,8 @@ def is_active(run: RunDir) -> bool:
             return job_state(job.job_id).active
         except PreflightError:  # no squeue here: nothing can tell
             return False
+    if is_hosts_run(run):
+        return agents_running(look_at_nodes(run, run.read_cluster_plan()))
     if lock_holder(run) is not None:
         return True  # starting (no state written yet) or running
     status = run.read_state()
@@ -83,26 +90,88 @@ def claim(run: RunDir) -> list[Leftover]:
 
 def doctor_target(run: RunDir) -> DoctorTarget:
     """Our graph, from its run directory, as the doctor reads it: URLs, metrics ports,
-    expectations, and which pid is which process."""
+    expectations, and which pid is which process. A multi-node graph's etcd and NATS are
+    read at the head node's address, its plan from what the agents resolved; OSError while
+    the run directory lacks what it needs."""
     from ..coordination.doctor import DoctorTarget, expectations
     from ..render.metrics_endpoints import FRONTEND, graph_endpoints
     from ..render.tls_planes import graph_pki_paths
-    from ..topology import EtcdMode, NatsMode
-    from .secrets import nats_token
+    from ..topology import EtcdMode, NatsMode, ProcessKind
+    from .secrets import graph_nats_token
 
-    topo, plan, state = run.read_topology(), run.read_plan(), run.read_state()
+    topo = run.read_topology()
+    plan, pids = _plan_and_pids(run)
     endpoints = graph_endpoints(plan, plan.endpoint)
     nats = topo.coordination.nats
+    etcd_url = topo.coordination.etcd.client_url
+    nats_url = nats.client_url if nats.mode is not NatsMode.OFF else None
     # The planes the graph runs itself are read with its own certificates (and token).
     tls = graph_pki_paths(topo.security, run.path.resolve())
+    if topo.placement.kind.multi_node:
+        etcd_url = _at_process(etcd_url, plan, ProcessKind.ETCD)
+        nats_url = nats_url and _at_process(nats_url, plan, ProcessKind.NATS)
+        # The cluster plan says whether its planes speak TLS (its etcd's own flags).
+        if not any("--cert-file" in p.argv for p in plan.processes
+                   if p.kind is ProcessKind.ETCD):
+            tls = None
     return DoctorTarget(
-        namespace=topo.namespace, etcd_url=topo.coordination.etcd.client_url,
-        nats_url=nats.client_url if nats.mode is not NatsMode.OFF else None,
-        nats_token=nats_token(nats.auth) if nats.mode is not NatsMode.OFF else None,
+        namespace=topo.namespace, etcd_url=etcd_url, nats_url=nats_url,
+        nats_token=graph_nats_token(topo, run.path.resolve())
+        if nats.mode is not NatsMode.OFF else None,
         etcd_tls=tls if topo.coordination.etcd.mode is EtcdMode.EMBEDDED else None,
         nats_tls=tls if nats.mode is NatsMode.EMBEDDED else None,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
         frontend_tls=plan.endpoint_tls,
         worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
-        expected=expectations(topo), graph=topo.name, plan=plan,
-        pids={p.pid: p.name for p in state.processes if p.pid} if state else {})
+        expected=expectations(topo), graph=topo.name, plan=plan, pids=pids)
+
+
+def resolved_plan(run: RunDir) -> LaunchPlan:
+    """The plan the graph runs, every address resolved (local: plan.json; Slurm and hosts:
+    what the agents wrote); OSError while the run directory lacks it."""
+    return _plan_and_pids(run)[0]
+
+
+def _plan_and_pids(run: RunDir) -> tuple[LaunchPlan, dict[int, str]]:
+    """The resolved plan, and pid -> process name where the pids are this machine's (a
+    local graph; a multi-node graph's pids are its nodes')."""
+    from .cluster_view import node_plans
+
+    if not run.plan_file.is_file() and (run.path / CLUSTER_PLAN_FILE).is_file():
+        plan = node_plans(run, run.read_cluster_plan())
+        if plan is None:
+            raise FileNotFoundError(f"{run.path}: not every node's agent has written its "
+                                    "plan-<node>.json yet")
+        return plan, {}
+    state = run.read_state()
+    return run.read_plan(), ({p.pid: p.name for p in state.processes if p.pid} if state
+                             else {})
+
+
+def _at_process(url: str, plan: LaunchPlan, kind: ProcessKind) -> str:
+    """`url` pointed at where the plan's embedded `kind` process listens (an external
+    server's URL is left as it is)."""
+    from urllib.parse import urlsplit
+
+    from ..probes import listen_host
+
+    spec = next((p for p in plan.processes if p.kind is kind), None)
+    if spec is None:
+        return url
+    parts = urlsplit(url)
+    return parts._replace(netloc=f"{listen_host(spec)}:{spec.ports['client']}").geturl()
+
+
+def read_registrations(run: RunDir) -> RegistrationsView:
+    """What the router sees of a serving graph: the doctor's report without NATS (every
+    placement's handle answers `registrations()` with it)."""
+    from dataclasses import replace
+
+    from ..coordination.doctor import run_doctor
+    from .observed import RegistrationsView
+
+    try:
+        target = doctor_target(run)
+    except OSError as exc:  # the run directory's inputs were removed while it runs
+        return RegistrationsView(unavailable=str(exc))
+    return RegistrationsView(report=run_doctor(replace(target, nats_url=None)))

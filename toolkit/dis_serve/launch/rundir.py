@@ -124,7 +124,7 @@ class RunDir:
 
     def exists(self) -> bool:
         return (self.state_file.is_file() or self.plan_file.is_file()
-                or self.slurm_job_file.is_file())
+                or self.slurm_job_file.is_file() or (self.path / CLUSTER_PLAN_FILE).is_file())
 
     def remove(self, names: tuple[str, ...]) -> None:
         """Delete these files or directories of the run directory (what an earlier run of the

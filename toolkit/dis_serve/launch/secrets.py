@@ -19,7 +19,8 @@ from ..errors import UserInputError
 from ..input_file import require_regular_file
 from ..private_path import read_own_text
 from ..render.launch_plan import NATS_TOKEN_ENV
-from ..render.tls_planes import ETCD_CLIENT_PEM_ENV, graph_pki_paths
+from ..render.tls_planes import ETCD_CLIENT_PEM_ENV, generates_nats_token, graph_pki_paths
+from ..security.pki_files import TLS_DIR, nats_token_path
 from ..topology import EtcdMode, NatsAuth, ProcessKind, Topology
 
 # A token is a line of text; anything longer is not one (and would end up in every env).
@@ -67,6 +68,21 @@ def nats_token(auth: NatsAuth | None) -> str | None:
     return token
 
 
+def graph_nats_token(topo: Topology, run_dir: Path) -> str | None:
+    """The token the graph's NATS asks for: the topology's (`coordination.nats.auth`), or
+    the one dis-serve made in the run directory (render/tls_planes.generates_nats_token)."""
+    if not generates_nats_token(topo):
+        return nats_token(topo.coordination.nats.auth)
+    path = Path(nats_token_path(run_dir / TLS_DIR))
+    try:
+        return read_own_text(path).strip()
+    except FileNotFoundError:
+        raise UserInputError(f"{path} is missing: dis-serve makes this graph's NATS token with "
+                             "its certificates", key="coordination.nats.auth",
+                             fix="start the graph with `dis-serve up` (or `dis-serve render` "
+                                 "for hosts) again, or set coordination.nats.auth") from None
+
+
 def graph_secrets(topo: Topology, run_dir: Path) -> GraphSecrets:
     """The secrets of the graph whose run directory (certificates included) is `run_dir`."""
     etcd_client = {}
@@ -74,5 +90,5 @@ def graph_secrets(topo: Topology, run_dir: Path) -> GraphSecrets:
     if paths is not None and topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
         etcd_client = {env: read_own_text(Path(getattr(paths, attr)))
                        for env, attr in ETCD_CLIENT_PEM_ENV.items()}
-    return GraphSecrets(nats_token=nats_token(topo.coordination.nats.auth),
+    return GraphSecrets(nats_token=graph_nats_token(topo, run_dir),
                         etcd_client=etcd_client)

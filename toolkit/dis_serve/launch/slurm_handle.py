@@ -10,10 +10,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import RunError
-from ..topology import PlacementKind
+from .cluster_view import agent_log_names
 from .observed import (
     ObservedGraph,
-    ObservedProcess,
     RegistrationsView,
     StartOptions,
     StartReport,
@@ -21,11 +20,9 @@ from .observed import (
 )
 from .rundir import RunDir
 from .slurm_jobs import SlurmJob, cancel, job_state
-from .status import GraphPhase, ProcessState
 
 if TYPE_CHECKING:
     from ..topology import Topology
-    from .slurm_follow import SlurmGraphStatus
 
 JOB_POLL_S = 1.0
 
@@ -70,30 +67,32 @@ class SlurmHandle:
         job = self._submitted()
         if self._timeout_s is None:
             return self.status()
-        status = follow_until_ready(
-            self._run, job, self._timeout_s,
-            on_update=None if on_update is None else lambda s: on_update(_observed(s, self._run)))
-        return _observed(status, self._run)
+        return follow_until_ready(self._run, job, self._timeout_s, on_update=on_update)
 
     def watch(self, on_change: Callable[[ObservedGraph], None]) -> ObservedGraph:
         job = self._submitted()
+        shown = self.status().phase
         while job_state(job.job_id).active:
             time.sleep(JOB_POLL_S)
+            observed = self.status()
+            if observed.phase is not shown and observed.phase.serving:
+                shown = observed.phase
+                on_change(observed)
         return self.status()
 
     def status(self) -> ObservedGraph:
         from .slurm_follow import observe
 
-        return _observed(observe(self._run, self._submitted()), self._run)
+        return observe(self._run, self._submitted())
 
     def registrations(self) -> RegistrationsView:
-        # The router's line is in `status().router`; the registrations of a graph spread
-        # over nodes come with the per-node agents (issue 18).
-        return RegistrationsView()
+        from .run_lookup import read_registrations
+
+        return read_registrations(self._run)
 
     def process_names(self) -> list[str]:
         job = self._submitted()
-        return [*job.processes, f"slurm-{job.job_id}"]
+        return [*job.processes, *agent_log_names(self._run), f"slurm-{job.job_id}"]
 
     def tail(self, process: str, lines: int) -> list[str]:
         return self._run.tail(process, lines)
@@ -110,22 +109,3 @@ class SlurmHandle:
         return StopReport(name=job.name, was_running=True, lines=[
             f"stopped {job.name} (scancel {job.job_id}; left the queue after {took:.1f} s)"])
 
-
-def _observed(status: SlurmGraphStatus, run: RunDir) -> ObservedGraph:
-    job = status.job
-    where = f"Slurm job {status.job_id}, {job.state}" + (f" on {job.nodes}" if job.nodes
-                                                          else "")
-    processes = [ObservedProcess(name=p.name, node=str(p.node), ready=p.ready,
-                                 state=_process_state(status.phase, p.ready))
-                 for p in status.processes]
-    return ObservedGraph(
-        name=status.name, placement=PlacementKind.SLURM, phase=status.phase,
-        run_dir=str(run.path), model_name=status.model_name, endpoint=status.endpoint,
-        processes=processes, supervisor=where, supervisor_alive=job.active,
-        ready_after_s=status.ready_after_s, queued_s=job.queued_s, router=status.router)
-
-
-def _process_state(phase: GraphPhase, ready: bool) -> ProcessState:
-    if phase.finished:
-        return ProcessState.STOPPED
-    return ProcessState.READY if ready else ProcessState.STARTING

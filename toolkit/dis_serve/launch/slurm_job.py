@@ -20,10 +20,14 @@ from ..render.slurm import (
     ENDPOINT_FILE,
     JOB_LOG,
     STARTED_FILE,
+    STOP_REQUEST_FILE,
     render_sbatch_script,
     render_slurm_plan,
 )
+from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind, Topology
+from .cluster_tls import write_cluster_ca
+from .cluster_view import agent_files
 from .graph import local_model_dir, write_worker_inputs
 from .preflight import find_binaries
 from .rundir import RunDir
@@ -32,7 +36,7 @@ from .slurm_jobs import SlurmJob, job_state, read_job, slurm_command
 SCRIPT_FILE = "job.sbatch"
 # Left from an earlier job of the same graph; the new job must not be judged by them.
 _EPHEMERAL = ("etcd-data", "nats-data", "logs", ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
-              "state.json")
+              STOP_REQUEST_FILE, "state.json", TLS_DIR)
 
 
 def job_started_at(run: RunDir) -> float | None:
@@ -44,7 +48,9 @@ def job_started_at(run: RunDir) -> float | None:
 
 
 def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
-    run.remove(_EPHEMERAL)
+    # The last job's agents' views and plans: the new job must not be judged by them (and
+    # the stop order reads them).
+    run.remove(_EPHEMERAL + agent_files(run))
     run.prepare()
     root = str(run.path)
     # The agents, etcd, NATS and the frontend run on the nodes from this virtual environment
@@ -55,6 +61,7 @@ def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
                                      "nats_bin": binaries.nats}
     plan = render_slurm_plan(topo, run_dir=root, **kwargs)
     write_worker_inputs(topo, run.path, plan.model_path if plan.needs_model_card else None)
+    write_cluster_ca(topo, run.path)
     (run.path / SCRIPT_FILE).write_text(render_sbatch_script(topo, run_dir=root, **kwargs))
     write_atomic(run.path / CLUSTER_PLAN_FILE, plan.model_dump_json(indent=2))
     write_atomic(run.topology_file, topo.model_dump_json(indent=2))

@@ -23,7 +23,8 @@ spawns, polls, restarts and stops. Other threads only read `snapshot` and call `
 - Control: a state file that cannot be written (the run directory deleted) is reported and
   retried; nothing that goes wrong on disk stops supervision.
 - Stop: the frontend first (no new requests), then the workers, then NATS, then etcd; each a
-  SIGTERM to its process group, a grace period, then SIGKILL.
+  SIGTERM to its process group, a grace period, then SIGKILL. `before_stopping` is called
+  before each of those groups (a node's agent waits there for the other nodes).
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ class Supervisor:
     def __init__(self, plan: LaunchPlan, run_dir: RunDir, *, ready_timeout_s: float,
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
                  on_event: Callable[[events.SupervisorEvent], None] | None = None,
-                 secrets: GraphSecrets | None = None) -> None:
+                 secrets: GraphSecrets | None = None,
+                 before_stopping: Callable[[list[ProcessSpec]], None] | None = None) -> None:
         self.plan = plan
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
@@ -100,6 +102,9 @@ class Supervisor:
         self.poll_s = poll_s
         self.steady_poll_s = steady_poll_s
         self.on_event = on_event or (lambda _msg: None)
+        # Called with each group of `stop_order` before it is stopped (a node's agent waits
+        # there for the other nodes, node_stop.py).
+        self.before_stopping = before_stopping or (lambda _group: None)
         self.ready = threading.Event()
         self.finished = threading.Event()
         self.error: str | None = None
@@ -151,6 +156,8 @@ class Supervisor:
 
     # --- bring-up -----------------------------------------------------------------------
     def _bring_up(self) -> None:
+        if self._stop.is_set():
+            return  # stopped before it started: nothing to spawn
         deadline = time.monotonic() + self.ready_timeout_s
         infra = [s for s in self._slots if s.spec.kind.is_coordination]
         waiting = {id(s): self._planes_of(s, infra) for s in self._slots if s not in infra}
@@ -406,9 +413,11 @@ class Supervisor:
     # --- shutdown -----------------------------------------------------------------------
     def _shutdown(self) -> None:
         self._phase = GraphPhase.STOPPING
+        self._publish()  # the other nodes' agents wait on this (node_stop.py)
         order = stop_order([s.spec for s in self._slots])
         by_name = {s.spec.name: s for s in self._slots}
         for group in order:
+            self.before_stopping(group)
             slots = [by_name[spec.name] for spec in group]
             for slot in slots:
                 if slot.child.alive:
@@ -424,7 +433,7 @@ class Supervisor:
                     slot.state = ProcessState.STOPPED
                 slot.ready = False
                 slot.restart.restart_at = None
-        self._publish()
+            self._publish()  # each group's end, which the other nodes' agents wait for
 
     # --- status -------------------------------------------------------------------------
     def _build_status(self) -> GraphStatus:

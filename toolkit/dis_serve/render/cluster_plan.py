@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..placement import NodeLayout, node_layout, worker_slots
+from ..security.pki_files import PkiPaths
 from ..topology import Backend, EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
 from .engine_config import ENGINE_CONFIG_DIR
@@ -21,14 +22,23 @@ from .launch_plan import (
     LaunchPlan,
     ProcessSpec,
     etcd_spec,
+    nats_config,
     nats_spec,
     worker_spec,
 )
 from .launch_plan import frontend_spec as _frontend_spec
 from .mpi_launch import NVIDIA_WORKER_ENV
+from .shell_words import runtime
+from .tls_planes import dynamo_tls_env, generates_nats_token, node_pki
 
 # The plan as JSON in the run directory, where each node's agent reads its share.
 CLUSTER_PLAN_FILE = "cluster-plan.json"
+# Written to ask every node's agent to stop its node in order (`down`, the batch script's
+# trap); the agents watch for it (launch/agent_contact.py).
+STOP_REQUEST_FILE = "stop-request"
+# The run-time variable for the head node's node-local directory of etcd's and NATS's data
+# (coordination.data_dir): the head's agent makes it and sets it (launch/node_data.py).
+DATA_DIR_VAR = "COORDINATION_DATA_DIR"
 
 
 class ClusterContext(BaseModel):
@@ -95,35 +105,42 @@ def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
 def _frontend_host(topo: Topology, head_address: str) -> str:
     # Multi-node: the frontend listens on the head's cluster address unless the topology
     # names an address itself.
-    return topo.frontend.host if "host" in topo.frontend.model_fields_set else head_address
+    return topo.frontend.host or head_address
 
 
 def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
-                address: str) -> TargetParams:
+                address: str, tls: PkiPaths | None = None) -> TargetParams:
     """Dynamo's parameters for a process on the node at `address`: it listens on and
-    advertises that address and finds etcd and NATS on the head node."""
+    advertises that address and finds etcd and NATS on the head node; with `tls` (the
+    node's files), every plane the graph runs itself is mutual TLS."""
     coord = topo.coordination
-    etcd = (f"http://{head}:{coord.etcd.client_port}"
+    etcd = (f"{'https' if tls else 'http'}://{head}:{coord.etcd.client_port}"
             if coord.etcd.mode is EtcdMode.EMBEDDED else coord.etcd.url)
-    nats = {NatsMode.EMBEDDED: f"nats://{head}:{coord.nats.port}",
+    # Dynamo 1.6.1 refuses NATS TLS settings with a nats:// server.
+    nats = {NatsMode.EMBEDDED: f"{'tls' if tls else 'nats'}://{head}:{coord.nats.port}",
             NatsMode.EXTERNAL: coord.nats.url, NatsMode.OFF: None}[coord.nats.mode]
+    tls_env = dynamo_tls_env(tls, nats=coord.nats.mode is NatsMode.EMBEDDED) if tls else {}
     return TargetParams(
         python=ctx.python, namespace=topo.namespace,
         http_host=_frontend_host(topo, head), http_port=topo.frontend.port,
         model_path=model_path, engine_config_dir=f"{ctx.run_dir}/{ENGINE_CONFIG_DIR}",
         router_policy_config=topo.router.policy_config, advertise_host=address,
-        etcd_endpoints=etcd, nats_server=nats)
+        etcd_endpoints=etcd, nats_server=nats, tls_env=tls_env)
 
 
 def _head_processes(topo: Topology, ctx: ClusterContext, target: TargetParams,
-                    head: str) -> list[ProcessSpec]:
+                    head: str, tls: PkiPaths | None) -> list[ProcessSpec]:
+    """etcd and NATS (the head's agent writes NATS's config: launch/node_tls.py), the
+    frontend."""
     coord = topo.coordination
+    data = runtime(DATA_DIR_VAR)  # node-local, never the shared run directory
     specs = []
     if coord.etcd.mode is EtcdMode.EMBEDDED:
-        specs.append(etcd_spec(topo, ctx.etcd_bin, head, f"{ctx.run_dir}/etcd-data"))
+        specs.append(etcd_spec(topo, ctx.etcd_bin, head, f"{data}/etcd-data", tls))
     if coord.nats.mode is NatsMode.EMBEDDED:
-        config = f"{ctx.run_dir}/{NATS_CONFIG}" if coord.nats.auth else None
-        specs.append(nats_spec(topo, ctx.nats_bin, head, f"{ctx.run_dir}/nats-data", config))
+        config = (f"{ctx.run_dir}/{NATS_CONFIG}" if nats_config(topo, tls) is not None
+                  else None)
+        specs.append(nats_spec(topo, ctx.nats_bin, head, f"{data}/nats-data", config))
     specs.append(_frontend_spec(topo, target))
     return specs
 
@@ -141,8 +158,9 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
     nodes = []
     for node in layout:
         address = ctx.node_addresses[node.index]
-        target = node_target(topo, ctx, model_path, head_address, address)
-        specs = _head_processes(topo, ctx, target, address) if node.head else []
+        tls = node_pki(topo.security, ctx.run_dir, node.name)
+        target = node_target(topo, ctx, model_path, head_address, address, tls)
+        specs = _head_processes(topo, ctx, target, address, tls) if node.head else []
         for slot in node.workers:
             spec = worker_spec(topo, slot, target, ports[slot.name])
             if topo.backend is Backend.TRTLLM:  # NVIDIA's H100 worker environment
@@ -156,7 +174,8 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
         name=topo.name, namespace=topo.namespace,
         endpoint=f"http://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card,
-        nats_token=topo.coordination.nats.auth is not None, nodes=nodes)
+        nats_token=topo.coordination.nats.auth is not None or generates_nats_token(topo),
+        nodes=nodes)
 
 
 

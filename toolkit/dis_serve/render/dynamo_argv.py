@@ -67,7 +67,7 @@ class TargetParams(BaseModel):
         # 'tls://' scheme").
         if tls and nats.mode is NatsMode.EMBEDDED:
             nats_server = f"tls://127.0.0.1:{nats.port}"
-        return cls(python=python, namespace=topo.namespace, http_host=topo.frontend.host,
+        return cls(python=python, namespace=topo.namespace, http_host=topo.frontend.local_host,
                    http_port=topo.frontend.port, model_path=model_path,
                    engine_config_dir=engine_config_dir,
                    router_policy_config=topo.router.policy_config,

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from ..placement import node_layout
 from ..topology import Backend, KvInterconnect, NatsAuth, Topology
+from ..topology.security import TlsMode
 from .cluster_plan import (
     CLUSTER_PLAN_FILE,
+    DATA_DIR_VAR,
+    STOP_REQUEST_FILE,
     ClusterContext,
     ClusterPlan,
     NodeProcesses,
     render_cluster_plan,
 )
-from .launch_plan import NATS_CONFIG, NATS_TOKEN_ENV, nats_token_config
+from .launch_plan import NATS_TOKEN_ENV
 from .shell_words import (
     checkpoint_check,
     comment,
@@ -29,6 +32,7 @@ from .shell_words import (
     runtime_names,
     word,
 )
+from .tls_planes import generates_nats_token
 
 RUN_DIR = runtime("RUN_DIR")
 # Without placement.hosts the scripts take the addresses from the environment they run in.
@@ -51,7 +55,8 @@ def _required_names(node: NodeProcesses, plan: ClusterPlan) -> list[str]:
     need from the environment."""
     values = [v for spec in node.processes for v in (*spec.argv, *spec.env.values())]
     values += [str(s.readiness.url or s.readiness.host) for s in plan.head.processes]
-    return [name for name in runtime_names(values) if name != "RUN_DIR"]
+    # The run directory and the data directory are the agent's to set, not the user's.
+    return [name for name in runtime_names(values) if name not in ("RUN_DIR", DATA_DIR_VAR)]
 
 
 def _required_lines(names: list[str]) -> list[str]:
@@ -72,12 +77,6 @@ def token_lines(auth: NatsAuth | None) -> list[str]:
     else:
         source = f"${{{auth.token_env}:?set {auth.token_env} to the NATS token}}"
     return [f'{NATS_TOKEN_ENV}="{source}"', f"export {NATS_TOKEN_ENV}"]
-
-
-def nats_config_lines() -> list[str]:
-    """The NATS server's config: the token comes from the server's environment."""
-    config = nats_token_config().rstrip("\n")
-    return [f"printf '%s\\n' {word(config)} > {word(RUN_DIR + '/' + NATS_CONFIG)}"]
 
 
 def _worker_node_checks(topo: Topology, node: NodeProcesses) -> list[str]:
@@ -118,8 +117,6 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         *_required_lines(required),
         *token_lines(topo.coordination.nats.auth),
     ]
-    if node.head and topo.coordination.nats.auth is not None:
-        lines += nats_config_lines()
     lines += _worker_node_checks(topo, node)
     lines += [
         "# The agent reads cluster-plan.json and topology.json beside this script, makes the",
@@ -138,7 +135,10 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
     lines = [
         f"# {topo.name}: one script per node (placement: hosts)",
         "",
-        "Copy this directory to the same path on every node (or set DIS_SERVE_RUN_DIR to",
+        "`dis-serve prepare TOPOLOGY` writes this directory as a run directory",
+        f"(.dis-serve/runs/{topo.name}, the mocker's model card included) and prints these steps;",
+        "`dis-serve render --target hosts` writes the same files anywhere. Copy it to the same",
+        "path on every node, or put it on storage they all mount (or set DIS_SERVE_RUN_DIR to",
         "where it is). Logs go to logs/ beside the scripts.",
         "",
         "Run them in this order, each on its own node:",
@@ -158,12 +158,25 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
         f"The OpenAI endpoint is {readable(plan.endpoint)}/v1 once every worker has "
         "registered.",
         "",
-        "Stop: Ctrl-C or `kill -TERM` each script (workers first, the head node last).",
+        f"Watch: `dis-serve status {topo.name}` (every node's processes, from the agents'",
+        f"state files and heartbeats), `dis-serve logs --name {topo.name}`,",
+        f"`dis-serve doctor {topo.name}`, `dis-serve fault {topo.name} --node NODE`: from a",
+        "machine that sees this directory.",
+        "",
+        f"Stop: `dis-serve down {topo.name}` where the directory is shared (it writes",
+        f"{STOP_REQUEST_FILE}; each agent stops its node within a second), or Ctrl-C or",
+        "`kill -TERM` each script (workers first, the head node last).",
     ]
     if topo.placement.hosts is None:
         lines += ["", "placement.hosts is not set, so the scripts take addresses from the "
                       f"environment: {HEAD_ADDRESS} (the head node's cluster address) for "
                       f"every script and {NODE_ADDRESS} (the node's own) for the others."]
+    if topo.security.tls.mode is TlsMode.AUTO:
+        token = " and NATS token" if generates_nats_token(topo) else ""
+        lines += ["", "etcd, NATS and the request plane are mutual TLS: tls/ holds the graph's "
+                      f"CA, client certificate{token} (0600, made by `dis-serve render`); copy "
+                      "it with the scripts. Each node's agent signs its own server certificate "
+                      "with that CA, for its address, when it starts."]
     auth = topo.coordination.nats.auth
     if auth is not None:
         where = (f"the file {auth.token_file}" if auth.token_file
@@ -172,8 +185,8 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       "node; it is never written into these files."]
     if plan.needs_model_card:
         lines += ["", "The mocker reads a tokenizer-only model card at "
-                      f"{readable(plan.model_path)}; each node's agent makes it there if it "
-                      "is missing."]
+                      f"{readable(plan.model_path)}: `dis-serve prepare` writes it, and "
+                      "each node's agent makes it there if it is missing."]
     return "\n".join(lines) + "\n"
 
 

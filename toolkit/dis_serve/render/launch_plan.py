@@ -27,6 +27,7 @@ from .tls_planes import (
     endpoint_tls,
     etcd_tls_args,
     frontend_tls_files,
+    generates_nats_token,
     graph_pki_paths,
     nats_tls_block,
 )
@@ -45,7 +46,8 @@ def nats_token_config() -> str:
 
 def nats_config(topo: Topology, tls: PkiPaths | None) -> str | None:
     """The embedded NATS server's config file, or None when it needs none."""
-    parts = ([nats_token_config()] if topo.coordination.nats.auth else []) + (
+    token = topo.coordination.nats.auth is not None or generates_nats_token(topo)
+    parts = ([nats_token_config()] if token else []) + (
         [nats_tls_block(tls)] if tls else [])
     return "".join(parts) or None
 
@@ -244,7 +246,7 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     client_tls = endpoint_tls(topo.security, tls, https)
     processes.append(frontend_spec(topo, target, client_tls))
     processes.extend(_workers(topo, target))
-    url_host = client_host(topo.frontend.host)
+    url_host = client_host(topo.frontend.local_host)
     engine_configs = {}
     if topo.backend.uses_engine_config:
         engine_configs = {role.value: str(engine_config_path(ctx.run_dir, role))

@@ -8,19 +8,30 @@ TensorRT-LLM worker it starts is its own `srun` step of TP MPI ranks inside NVID
 container (render/mpi_launch.py), since an srun cannot be started from inside a pyxis
 container. The agents do the rest (launch/agent.py): start, wait within the model's startup
 budget, heal and stop each node's processes; the head's writes `endpoint` once every worker
-is registered. On scancel or the time limit the script passes SIGTERM to every agent. No
-wait, restart or stop logic lives in bash. Pure: text out.
+is registered. On `scancel --batch --signal=TERM` (`down`) the script makes
+`stop-request`, which every agent watches: each stops its node in order (a signal through
+Slurm reaches every process of a step at once). No wait, restart or stop logic lives in
+bash. Pure: text out.
 """
 
 from __future__ import annotations
 
 from ..topology import Backend, SlurmPlacement, Topology
-from .cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
-from .hosts import nats_config_lines, token_lines
+from .cluster_plan import (
+    STOP_REQUEST_FILE,
+    ClusterContext,
+    ClusterPlan,
+    NodeProcesses,
+    render_cluster_plan,
+)
+from .hosts import token_lines
 from .mpi_launch import uses_mpi_launch, worker_launch_argv
 from .shell_words import checkpoint_check, comment, echo_line, private_files_lines, runtime, word
 
 ENDPOINT_FILE = "endpoint"
+# Made by the batch script when told to stop: every agent watches for it and stops its node
+# in order. Not a signal through Slurm: Slurm signals every process of a step at once (the
+# agent's children too), and srun takes its own SIGTERM as "SIGKILL the step".
 # NODE_ADDR_<i>=<address> per line: what `dis-serve up` probes the processes at.
 ADDRESSES_FILE = "addresses"
 # Unix time the batch script started: submit to this is the scheduler's (and launch's) share.
@@ -184,7 +195,11 @@ def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
         "",
         "# scancel --batch --signal=TERM (dis-serve down) or the time limit: each agent stops "
         "its node in order.",
-        'stop_agents() { trap - TERM INT; kill -TERM "${AGENTS[@]}" 2>/dev/null || true; wait; }',
+        f"# The agents see {STOP_REQUEST_FILE} in the run directory. No signal: Slurm would "
+        "send it to every",
+        "# process of a step at once, and srun answers its own SIGTERM with SIGKILL to its "
+        "step.",
+        f'stop_agents() {{ trap - TERM INT; touch "$RUN_DIR/{STOP_REQUEST_FILE}"; wait; }}',
         "trap stop_agents TERM INT",
         echo_line(f"agents started on {len(plan.nodes)} nodes; {plan.endpoint} once "
                   f"{ENDPOINT_FILE} in the run directory exists"),
@@ -214,15 +229,14 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
         where,
         f'date +%s.%N > "$RUN_DIR/{STARTED_FILE}"',
         'LOGS="$RUN_DIR/logs"',
-        f'mkdir -p "$LOGS"; rm -f "$RUN_DIR/{ENDPOINT_FILE}" "$RUN_DIR/{ADDRESSES_FILE}"',
+        f'mkdir -p "$LOGS"; rm -f "$RUN_DIR/{ENDPOINT_FILE}" "$RUN_DIR/{ADDRESSES_FILE}" '
+        f'"$RUN_DIR/{STOP_REQUEST_FILE}"',
         *token_lines(topo.coordination.nats.auth),
         *_resolve_lines(topo),
     ]
     if plan.needs_model_card:
         lines.append("# The mocker reads a tokenizer-only model card at "
                      f"{comment(plan.model_path)} (`dis-serve up` makes one).")
-    if topo.coordination.nats.auth is not None:
-        lines += nats_config_lines()
     lines += _checkpoint_lines(topo, plan)
     lines += [*_agent_lines(topo, plan, python), ""]
     return "\n".join(lines)

@@ -14,7 +14,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..security.pki_files import TLS_DIR, EndpointTls, FrontendTlsFiles, PkiPaths, pki_paths
+from ..security.pki_files import (
+    TLS_DIR,
+    EndpointTls,
+    FrontendTlsFiles,
+    PkiPaths,
+    node_pki_paths,
+    pki_paths,
+)
+from ..topology import NatsMode, Topology
 from ..topology.security import Security, TlsMode
 
 
@@ -29,6 +37,23 @@ def graph_pki_paths(security: Security, run_dir: Path | str) -> PkiPaths | None:
     assert tls.ca_file and tls.cert_file and tls.key_file
     return PkiPaths(ca_cert=tls.ca_file, server_cert=tls.cert_file, server_key=tls.key_file,
                     client_cert=tls.cert_file, client_key=tls.key_file)
+
+
+def node_pki(security: Security, run_dir: Path | str, node: str) -> PkiPaths | None:
+    """The files node `node` of a multi-node graph uses: with `auto`, its own server
+    certificate (issued by its agent for the address it has: launch/cluster_tls.py) beside the
+    graph's CA and client certificate; with `files`, the user's PEMs on every node."""
+    if security.tls.mode is TlsMode.AUTO:
+        return node_pki_paths(f"{run_dir}/{TLS_DIR}", node)
+    return graph_pki_paths(security, run_dir)
+
+
+def generates_nats_token(topo: Topology) -> bool:
+    """dis-serve makes the embedded NATS server's token (security/pki_files.nats_token_path)
+    when the topology names none and the certificates are dis-serve's too."""
+    nats = topo.coordination.nats
+    return (nats.mode is NatsMode.EMBEDDED and nats.auth is None
+            and topo.security.tls.mode is TlsMode.AUTO)
 
 
 def etcd_tls_args(paths: PkiPaths) -> list[str]:

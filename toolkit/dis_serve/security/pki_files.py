@@ -31,6 +31,28 @@ def pki_paths(directory: Path | str) -> PkiPaths:
                     client_key=f"{d}/client-key.pem")
 
 
+def nats_token_path(directory: Path | str) -> str:
+    """The NATS token dis-serve makes beside the certificates when the topology names none
+    (`coordination.nats.auth` unset, `tls.mode: auto`): a second secret besides the client
+    certificate, as NATS's own deployments pair TLS with a token."""
+    return f"{directory}/nats-token"
+
+
+def ca_key_path(directory: Path | str) -> str:
+    """A multi-node graph's CA key, beside its certificate: each node's agent signs its own
+    server certificate with it (the node's address may be known only there)."""
+    return f"{directory}/ca-key.pem"
+
+
+def node_pki_paths(directory: Path | str, node: str) -> PkiPaths:
+    """The files of node `node` of a multi-node graph: the graph's CA and client certificate,
+    and the node's own server certificate (its address as SAN), in `node-<name>/`."""
+    shared = pki_paths(directory)
+    own = f"{directory}/node-{node}"
+    return shared.model_copy(update={"server_cert": f"{own}/server.pem",
+                                     "server_key": f"{own}/server-key.pem"})
+
+
 class FrontendTlsFiles(BaseModel):
     """What the frontend's HTTPS server reads: its certificate and key, and the CA its
     clients' certificates must chain to (None: no client certificates asked for)."""

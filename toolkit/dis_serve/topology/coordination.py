@@ -10,6 +10,7 @@ from .base import Port, Strict
 from .enums import EtcdMode, EventPlane, NatsMode, ProcessKind, RequestPlane
 
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DATA_DIR_RE = re.compile(r"/[A-Za-z0-9._/+-]*")
 
 
 class Etcd(Strict):
@@ -88,6 +89,14 @@ class Coordination(Strict):
         description="How KV events reach the router: nats | zmq (zmq listens on all "
                     "interfaces in Dynamo 1.6.1).")
 
+    data_dir: str | None = Field(
+        default=None,
+        description="Hosts and Slurm: node-local directory on the head node under which etcd "
+                    "and NATS keep their data, in a private subdirectory "
+                    "dis-serve-<user>/<graph>[-<Slurm job id>] (made 0700, removed when the "
+                    "head node's agent stops). Default: $TMPDIR, else /tmp; never the shared "
+                    "run directory. A local graph keeps its data in its run directory.")
+
     @property
     def embedded(self) -> tuple[ProcessKind, ...]:
         """The coordination processes the graph runs itself, in start order: etcd unless it
@@ -98,6 +107,16 @@ class Coordination(Strict):
     @property
     def uses_external_planes(self) -> bool:
         return (self.etcd.mode is EtcdMode.EXTERNAL) or (self.nats.mode is NatsMode.EXTERNAL)
+
+    @model_validator(mode="after")
+    def _data_dir_is_absolute(self) -> Coordination:
+        # Absolute and plain: it is used as written on the head node, never expanded.
+        if self.data_dir is not None and not _DATA_DIR_RE.fullmatch(self.data_dir):
+            raise ValueError(f"coordination.data_dir {self.data_dir[:60]!r} is not a plain "
+                             "absolute path; give a directory on the head node's local "
+                             "disk, such as /tmp or /local/scratch, or leave it unset "
+                             "($TMPDIR, else /tmp)")
+        return self
 
     @model_validator(mode="after")
     def _planes_have_nats(self) -> Coordination:

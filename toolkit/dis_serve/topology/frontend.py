@@ -28,10 +28,13 @@ class Router(Strict):
 class Frontend(Strict):
     """The OpenAI-compatible HTTP frontend."""
 
-    host: str = Field(
-        default="127.0.0.1",
+    # None, not an address, by default: the default differs by placement, and a rendered
+    # topology.json must say "unset" for a re-render to bind the same address.
+    host: str | None = Field(
+        default=None,
         description="Address the HTTP server binds: an IP address of this machine "
-                    "(127.0.0.1, 0.0.0.0, ::1 ...) or localhost.")
+                    "(127.0.0.1, 0.0.0.0, ::1 ...) or localhost. Default: 127.0.0.1 on one "
+                    "machine; the head node's cluster address on hosts and Slurm.")
     port: Port = Field(default=8000, description="HTTP port.")
     migration_limit: int = Field(
         default=3, ge=0, le=100,
@@ -42,9 +45,14 @@ class Frontend(Strict):
                     "its planned rate). Sizes the Kubernetes frontend's CPU from the measured "
                     "CPU per request; unset: 4 CPUs.")
 
+    @property
+    def local_host(self) -> str:
+        """The address a graph on one machine binds."""
+        return self.host or "127.0.0.1"
+
     @model_validator(mode="after")
     def _host_is_an_address(self) -> Frontend:
-        if self.host == "localhost":
+        if self.host is None or self.host == "localhost":
             return self
         try:
             ipaddress.ip_address(self.host)

@@ -97,7 +97,7 @@ class TopologySpec(Strict):
         """What makes the graph listen beyond loopback, in words (None: nothing does)."""
         if self.placement.kind.multi_node:
             return f"placement {self.placement.kind.value}"
-        host = self.frontend.host
+        host = self.frontend.local_host
         if host != "localhost" and not ipaddress.ip_address(host).is_loopback:
             return f"frontend.host {host}"
         if self.coordination.event_plane is EventPlane.ZMQ:
@@ -109,7 +109,7 @@ class TopologySpec(Strict):
         """Whether the OpenAI endpoint speaks HTTPS: as `security.tls.frontend` says, by
         default when the frontend is reachable beyond loopback (a multi-node placement, a
         frontend.host that is not loopback)."""
-        host = self.frontend.host
+        host = self.frontend.local_host
         exposed = self.placement.kind.multi_node or (
             host != "localhost" and not ipaddress.ip_address(host).is_loopback)
         return self.security.frontend_tls(exposed)

@@ -1,0 +1,75 @@
+"""TLS of a multi-node graph (hosts, Slurm) with `security.tls.mode: auto`.
+
+A node's address may be known only on the node itself (a Slurm job resolves it there; a
+hosts script can take it from its environment), so the certificates are made in two steps:
+- before the nodes start (`up` for Slurm, `render` for hosts and Slurm): the graph's CA, its
+  key and the client certificate, into the run directory's `tls/` (0700, files 0600; the
+  run directory is the user's own, on storage the nodes share or copied to each);
+- each node's agent, before its processes start: the node's server certificate, its own
+  address as SAN, signed with that CA, into `tls/node-<name>/`; on the head node also the
+  NATS server's config (TLS block and token reference, never the token).
+Whoever can read the run directory can act as the graph either way (the client key is
+there), so the CA key beside it gives away nothing more.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..atomic_file import write_atomic
+from ..errors import UserInputError
+from ..private_path import PRIVATE_FILE, read_own_text
+from ..render.cluster_plan import NodeProcesses
+from ..render.launch_plan import NATS_CONFIG, nats_config
+from ..render.shell_words import resolve_runtime
+from ..render.tls_planes import generates_nats_token, node_pki
+from ..security.pki_files import TLS_DIR, ca_key_path, pki_paths
+from ..topology import Topology
+from ..topology.security import TlsMode
+from .secrets import GraphSecrets, graph_secrets
+
+
+def write_cluster_ca(topo: Topology, run_dir: Path) -> None:
+    """The graph's CA and client certificate in `run_dir/tls` (a new CA each time; nothing
+    without `tls.mode: auto`), and its NATS token where dis-serve makes one."""
+    if topo.security.tls.mode is not TlsMode.AUTO:
+        return
+    from ..security.certs import issue_graph_ca, write_graph_ca, write_nats_token
+
+    write_graph_ca(issue_graph_ca(topo.name, validity_days=topo.security.tls.validity_days),
+                   run_dir / TLS_DIR)
+    if generates_nats_token(topo):
+        write_nats_token(run_dir / TLS_DIR)
+
+
+def _issue_node_certificate(topo: Topology, node: str, address: str, tls_dir: Path) -> None:
+    from ..security.certs import issue_node_server, write_node_server
+
+    ca_file = Path(pki_paths(tls_dir).ca_cert)
+    try:
+        ca_cert = read_own_text(ca_file).encode()
+        ca_key = read_own_text(Path(ca_key_path(tls_dir))).encode()
+    except FileNotFoundError:
+        raise UserInputError(
+            f"{ca_file} is missing: this graph has security.tls.mode auto and its CA is made "
+            "before the nodes start", key="security.tls.mode",
+            fix="run `dis-serve up` (Slurm) or `dis-serve render` again and copy its tls/ "
+                "directory with the scripts to every node") from None
+    cert, key = issue_node_server(topo.name, node, [address], ca_cert, ca_key,
+                                  validity_days=topo.security.tls.validity_days)
+    write_node_server(tls_dir, node, cert, key)
+
+
+def prepare_node_tls(topo: Topology, node: NodeProcesses, values: dict[str, str],
+                     run_dir: Path) -> GraphSecrets:
+    """Before node `node`'s processes start: its server certificate for the address it has
+    (`values` resolves the plan's run-time addresses), the head's NATS config; the secrets
+    its processes get (launch/secrets.py: etcd's client PEMs, the NATS token)."""
+    if topo.security.tls.mode is TlsMode.AUTO:
+        _issue_node_certificate(topo, node.name, resolve_runtime(node.address, values),
+                                run_dir / TLS_DIR)
+    if node.head:
+        config = nats_config(topo, node_pki(topo.security, run_dir, node.name))
+        if config is not None:
+            write_atomic(run_dir / NATS_CONFIG, config, PRIVATE_FILE)
+    return graph_secrets(topo, run_dir)

@@ -1,0 +1,190 @@
+"""The graph handle of placement hosts: a run directory prepared here, copied to (or shared
+with) every node, where each node's script hands over to its agent (`dis-serve agent`).
+
+dis-serve cannot start processes on another machine, so `start` prepares the run directory
+(`dis-serve prepare`, or `up`, which then waits for the nodes) and says what to run where.
+Everything after goes through that directory, as on Slurm: each agent's `state-<node>.json`
+and heartbeat for `status` (cluster_view.py), the logs under `logs/`, and `stop-request`
+for `down` (agent_contact.py), since the client cannot signal pids on other machines.
+`status` sees what reaches this machine's copy: share the directory (NFS, as Slurm sites
+do) or copy it back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from ..atomic_file import write_atomic
+from ..errors import PreflightError, RunError
+from ..render.cluster_plan import ClusterPlan
+from ..render.shell_words import resolve_runtime
+from ..topology import PlacementKind
+from .agent_contact import FAULT_PREFIX, STOP_REQUEST_FILE, request_stop
+from .cluster_view import (
+    AGENT_FILE_GLOBS,
+    agent_log_names,
+    agents_running,
+    is_hosts_run,
+    look_at_nodes,
+    observe_cluster,
+)
+from .observed import (
+    ObservedGraph,
+    RegistrationsView,
+    StartOptions,
+    StartReport,
+    StopReport,
+)
+from .rundir import PRIVATE_FILE, RunDir
+from .status import GraphPhase
+
+if TYPE_CHECKING:
+    from ..topology import Topology
+
+POLL_S = 0.2
+STOP_TIMEOUT_S = 60.0
+# Left by an earlier run of the graph in this directory: the next must not be judged by them.
+_EPHEMERAL_GLOBS = (*AGENT_FILE_GLOBS, f"{FAULT_PREFIX}*", STOP_REQUEST_FILE, "endpoint",
+                    "logs", "etcd-data", "nats-data")
+
+
+def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:
+    """Write the complete run directory: node scripts, README, cluster plan, topology, the
+    mocker's model card and the engine configs. PreflightError while its agents run."""
+    from ..render.hosts import render_hosts_files
+    from .graph import write_worker_inputs
+
+    if is_hosts_run(run) and agents_running(look_at_nodes(run, run.read_cluster_plan())):
+        raise PreflightError(f"graph {topo.name!r} is running on its nodes; stop it with "
+                             f"`dis-serve down {topo.name}` or give this graph another name")
+    run.remove(tuple(sorted({p.name for pattern in _EPHEMERAL_GLOBS
+                             for p in run.path.glob(pattern)})) if run.path.is_dir() else ())
+    run.prepare()
+    for name, text in render_hosts_files(topo).items():
+        path = run.path / name
+        write_atomic(path, text, 0o700 if name.endswith(".sh") else PRIVATE_FILE)
+        path.chmod(0o700 if name.endswith(".sh") else PRIVATE_FILE)
+    plan = run.read_cluster_plan()
+    card = resolve_runtime(plan.model_path, {"RUN_DIR": str(run.path)})
+    write_worker_inputs(topo, run.path, card if plan.needs_model_card else None)
+    return plan
+
+
+def steps(plan: ClusterPlan, run: RunDir) -> list[str]:
+    name = plan.name
+    lines = [f"prepared {run.path} (placement hosts; README.md there says the same)",
+             f"1. copy {run.path} to the same path on every node, or put it on storage they "
+             "all mount (then `status` here sees the agents)"]
+    for i, node in enumerate(sorted(plan.nodes, key=lambda n: not n.head), start=2):
+        lines.append(f"{i}. on {node.name} ({node.address}): {run.path}/node-{node.name}.sh"
+                     + (" (head: etcd, NATS, frontend)" if node.head else ""))
+    lines.append(f"then: dis-serve status {name} | dis-serve logs --name {name} | "
+                 f"dis-serve doctor {name} | dis-serve down {name}")
+    return lines
+
+
+class HostsHandle:
+    def __init__(self, run: RunDir, topo: Topology | None = None) -> None:
+        self._run = run
+        self._topo = topo
+        self._timeout_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self._run.name
+
+    @property
+    def run(self) -> RunDir:
+        return self._run
+
+    def start(self, options: StartOptions) -> StartReport:
+        from ..startup_budget import readiness_timeout_s
+
+        if self._topo is None:
+            raise RunError(f"{self.name}: a handle found through its run directory cannot "
+                           "prepare the graph; `dis-serve prepare` its topology")
+        plan = prepare_hosts_run(self._topo, self._run)
+        self._timeout_s = readiness_timeout_s(self._topo, options.ready_timeout_s)
+        return StartReport(notes=steps(plan, self._run))
+
+    def wait_ready(self, on_update: Callable[[ObservedGraph], None] | None = None
+                   ) -> ObservedGraph:
+        """Until the agents the user starts on the nodes have the graph ready."""
+        if self._timeout_s is None:
+            return self.status()
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            observed = self.status()
+            if on_update is not None:
+                on_update(observed)
+            if observed.phase is GraphPhase.READY:
+                return observed
+            if observed.phase is GraphPhase.FAILED:
+                raise RunError(f"{self.name}: {'; '.join(observed.problems)}; agents' logs "
+                               f"in {self._run.logs}")
+            if time.monotonic() > deadline:
+                raise RunError(f"{self.name}: not ready after {self._timeout_s:g} s; are "
+                               f"the node scripts running? (see {self._run.path}/README.md)")
+            time.sleep(POLL_S)
+
+    def watch(self, on_change: Callable[[ObservedGraph], None]) -> ObservedGraph:
+        shown = self.status().phase
+        while True:
+            time.sleep(1.0)
+            observed = self.status()
+            if not observed.supervisor_alive:
+                return observed
+            if observed.phase is not shown and observed.phase.serving:
+                shown = observed.phase
+                on_change(observed)
+
+    def status(self) -> ObservedGraph:
+        plan = self._run.read_cluster_plan()
+        looks = look_at_nodes(self._run, plan)
+        started = [look for look in looks if look.started]
+        alive = [look for look in started if not look.gone]
+        cleanly_stopped = bool(started) and all(
+            look.state is not None and look.state.phase.finished for look in started)
+        who = (f"agents on {len(alive)} of {len(looks)} nodes" if started
+               else "no node agent has started yet")
+        return observe_cluster(self._run, plan, placement=PlacementKind.HOSTS,
+                               running=not cleanly_stopped, supervisor=who,
+                               supervisor_alive=bool(alive) or not started)
+
+    def registrations(self) -> RegistrationsView:
+        from .run_lookup import read_registrations
+
+        return read_registrations(self._run)
+
+    def process_names(self) -> list[str]:
+        plan = self._run.read_cluster_plan()
+        return [p.name for n in plan.nodes for p in n.processes] + agent_log_names(self._run)
+
+    def tail(self, process: str, lines: int) -> list[str]:
+        return self._run.tail(process, lines)
+
+    def follow(self, processes: list[str]) -> Iterator[tuple[str, str]]:
+        return self._run.follow(processes)
+
+    def stop(self) -> StopReport:
+        """Write `stop-request`; each agent stops its node in order. Waits until every
+        agent that ran has stopped (or is gone)."""
+        plan = self._run.read_cluster_plan()
+        if not agents_running(look_at_nodes(self._run, plan)):
+            return StopReport(name=self.name, was_running=False,
+                              lines=[f"{self.name} is not running (no node agent is)"])
+        request_stop(self._run.path)
+        start = time.monotonic()
+        while agents_running(looks := look_at_nodes(self._run, plan)):
+            if time.monotonic() - start > STOP_TIMEOUT_S:
+                left = ", ".join(look.node.name for look in looks
+                                 if look.started and not look.gone)
+                raise RunError(f"{self.name}: the agents on {left} have not stopped "
+                               f"{STOP_TIMEOUT_S:g} s after the stop request; see "
+                               f"{self._run.logs}")
+            time.sleep(POLL_S)
+        return StopReport(name=self.name, was_running=True, lines=[
+            f"stopped {self.name} (every node agent stopped its node after "
+            f"{time.monotonic() - start:.1f} s)"])
