@@ -20,6 +20,7 @@ from ..atomic_file import write_atomic
 from ..errors import PreflightError, RunError
 from ..render.cluster_plan import ClusterPlan
 from ..render.shell_words import resolve_runtime
+from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind
 from .agent_contact import FAULT_PREFIX, STOP_REQUEST_FILE, request_stop
 from .cluster_view import (
@@ -47,13 +48,16 @@ POLL_S = 0.2
 STOP_TIMEOUT_S = 60.0
 # Left by an earlier run of the graph in this directory: the next must not be judged by them.
 _EPHEMERAL_GLOBS = (*AGENT_FILE_GLOBS, f"{FAULT_PREFIX}*", STOP_REQUEST_FILE, "endpoint",
-                    "logs", "etcd-data", "nats-data")
+                    "logs", "etcd-data", "nats-data", TLS_DIR)
 
 
 def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:
     """Write the complete run directory: node scripts, README, cluster plan, topology, the
-    mocker's model card and the engine configs. PreflightError while its agents run."""
+    graph's CA, client certificate and NATS token (each agent signs its own node's server
+    certificate), the mocker's model card and the engine configs. PreflightError while its
+    agents run."""
     from ..render.hosts import render_hosts_files
+    from .cluster_tls import write_cluster_ca
     from .graph import write_worker_inputs
 
     if is_hosts_run(run) and agents_running(look_at_nodes(run, run.read_cluster_plan())):
@@ -66,6 +70,7 @@ def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:
         path = run.path / name
         write_atomic(path, text, 0o700 if name.endswith(".sh") else PRIVATE_FILE)
         path.chmod(0o700 if name.endswith(".sh") else PRIVATE_FILE)
+    write_cluster_ca(topo, run.path)
     plan = run.read_cluster_plan()
     card = resolve_runtime(plan.model_path, {"RUN_DIR": str(run.path)})
     write_worker_inputs(topo, run.path, card if plan.needs_model_card else None)
