@@ -15,10 +15,12 @@ fitted to these cases. Writes benchmarks/results/plan_vs_published.json.
 MLPerf Inference's Llama-2-70B offline results (v4.1 and v5.0, closed, NVIDIA, H100 and H200)
 are recorded in `benchmarks/published/mlperf_llama2_70b_offline.csv` with their sources, and
 not planned: the OpenOrca subset's mean input length is published nowhere the sources reach
-(MLCommons gives only its output, 294.45 tokens per sample in the reference run), Llama-2-70B
-has no AIConfigurator 0.12 config, and NVIDIA's v5.0 H100 run is pipeline-parallel (TP1 PP2),
-which the planner does not plan. `benchmarks/aiconfigurator_at_trtllm_batch.py` checks the
-step-time model itself at the batch each published run used.
+(MLCommons gives only its output, 294.45 tokens per sample in the reference run, and the
+filter, inputs up to 1,024 tokens: mlcommons/inference language/llama2-70b/README.md; NVIDIA's
+harness READMEs, MLCommons' v4.0/v5.0 task-force posts and trtllm-bench issues print none),
+Llama-2-70B has no AIConfigurator 0.12 config, and NVIDIA's v5.0 H100 run is pipeline-parallel
+(TP1 PP2), which the planner does not plan. `benchmarks/aiconfigurator_at_trtllm_batch.py`
+checks the step-time model itself at the batch each published run used.
 
     python benchmarks/plan_vs_published.py [--only CASE ...] [--no-replay]
 """

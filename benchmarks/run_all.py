@@ -14,7 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity",
               "plan_vs_aiconfigurator", "plan_scale", "workloads", "slurm_bringup",
-              "top_scrape_cost", "tls_cost"]
+              "top_scrape_cost", "tls_cost", "multinode"]
 
 
 def main(names: list[str]) -> int:

@@ -88,7 +88,8 @@ def test_the_head_writes_the_nats_config_with_its_own_certificate_and_a_token_re
     token = (tmp_path / "tls" / "nats-token").read_text().strip()
     assert token not in config
     # The token and etcd's client PEMs reach the processes through their environment only.
-    assert secrets.env_for(ProcessKind.NATS) == {NATS_TOKEN_ENV: token}
+    assert secrets.env_for(ProcessKind.NATS) == {NATS_TOKEN_ENV: f'"{token}"'}
+    assert secrets.env_for(ProcessKind.WORKER)[NATS_TOKEN_ENV] == token
     assert set(ETCD_CLIENT_PEM_ENV) <= set(secrets.env_for(ProcessKind.WORKER))
 
 

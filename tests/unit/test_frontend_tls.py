@@ -107,7 +107,8 @@ def test_no_key_material_only_paths_reach_the_plan():
 
 
 def test_the_hand_run_script_waits_on_the_https_frontend_with_the_ca_and_client_cert():
-    script = render_shell_script(_plan(_topo(frontend=True, frontend_client_certs=True)))
+    script = render_shell_script(_plan(_topo(frontend=True, frontend_client_certs=True)),
+                                 ready_timeout_s=120)
     assert (f"curl -fsS -o /dev/null --cacert {RUN}/tls/ca.pem --cert {RUN}/tls/client.pem "
             f"--key {RUN}/tls/client-key.pem https://127.0.0.1:8000/health") in script
 

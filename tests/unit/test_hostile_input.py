@@ -61,7 +61,7 @@ def test_launch_script_keeps_a_payload_in_the_served_name_inert(payload):
     data = copy.deepcopy(DEMO)
     data["model"]["served_name"] = payload
     plan = render_launch_plan(Topology.model_validate(data), RenderContext(run_dir="/r"))
-    script = render_shell_script(plan)
+    script = render_shell_script(plan, ready_timeout_s=120)
     lines = [line for line in script.splitlines()
              if any(payload in word for word in _words(line))]
     assert lines, "the payload must reach the script for this test to mean anything"

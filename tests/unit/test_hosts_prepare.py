@@ -16,9 +16,11 @@ def test_prepare_writes_every_file_the_nodes_need_and_prints_what_to_run_where(
     assert result.exit_code == 0, result.stderr
     run = tmp_path / "runs" / "demo-two-hosts"
     for name in ("node-head.sh", "node-workers.sh", "README.md", "cluster-plan.json",
-                 "topology.json", "model-card/config.json", "model-card/tokenizer.json"):
+                 "topology.json", "model-card/config.json", "model-card/tokenizer.json",
+                 "tls/ca.pem", "tls/nats-token"):
         assert (run / name).is_file(), name
     assert os.access(run / "node-head.sh", os.X_OK)
+    assert (run / "tls").stat().st_mode & 0o077 == 0
     assert json.loads((run / "cluster-plan.json").read_text())["name"] == "demo-two-hosts"
     lines = result.stdout.splitlines()
     assert lines[0] == f"prepared {run} (placement hosts; README.md there says the same)"

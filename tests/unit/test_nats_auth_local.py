@@ -10,7 +10,7 @@ import yaml
 
 from conftest import GRAPHS
 from dis_serve.errors import UserInputError
-from dis_serve.launch.secrets import graph_secrets, nats_token
+from dis_serve.launch.secrets import GraphSecrets, graph_secrets, nats_token
 from dis_serve.render.launch_plan import NATS_TOKEN_ENV, RenderContext, render_launch_plan
 from dis_serve.topology import NatsAuth, ProcessKind, Topology
 
@@ -45,7 +45,7 @@ def test_without_auth_or_tls_the_local_nats_server_takes_no_config():
 
 def test_the_token_is_read_from_its_file_and_goes_to_the_environment_only(tmp_path):
     topo = _with_auth(token_file=str(_token_file(tmp_path)))
-    assert graph_secrets(topo, tmp_path).env_for(ProcessKind.NATS) == {NATS_TOKEN_ENV: TOKEN}
+    assert graph_secrets(topo, tmp_path).env_for(ProcessKind.WORKER)[NATS_TOKEN_ENV] == TOKEN
     plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path))
     assert TOKEN not in plan.model_dump_json()
 
@@ -78,3 +78,11 @@ def test_a_token_file_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(path)
     with pytest.raises(UserInputError, match="named pipe"):
         nats_token(NatsAuth(token_file=str(path)))
+
+
+def test_nats_server_gets_the_token_as_a_quoted_config_string_so_a_leading_dash_is_no_number():
+    # nats-server parses a config variable's value: bare "-E..." (token_urlsafe) is a
+    # malformed number and the server would not start.
+    secrets = GraphSecrets(nats_token='-Eab"c')
+    assert secrets.env_for(ProcessKind.NATS) == {NATS_TOKEN_ENV: '"-Eab\\"c"'}
+    assert secrets.env_for(ProcessKind.FRONTEND)[NATS_TOKEN_ENV] == '-Eab"c'

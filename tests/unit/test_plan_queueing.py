@@ -51,3 +51,33 @@ def test_the_90th_percentile_is_zero_when_few_requests_wait():
     wait = pool_wait(servers=16, service_ms=100.0, rate_per_s=20.0)
     assert wait.delayed < 0.1
     assert wait.p90_ms == 0.0
+
+
+def _agg_curve(stay_s_at_batch):
+    """An aggregated worker whose requests stay `stay_s_at_batch(b)` seconds at batch b:
+    it completes b / stay requests per second (Little's law)."""
+    from dis_serve.plan.perf_model import AggPoint
+    from dis_serve.plan.pools import AggCurve
+
+    batches = (1, 8, 16, 32, 48, 64, 80)
+    points = tuple(AggPoint(ttft_ms=100.0, itl_ms=10.0, rate_per_s=b / stay_s_at_batch(b),
+                            prefill_share=0.5, fits=True) for b in batches)
+    return AggCurve(tp=1, ctx_tokens=4096, batches=batches, points=points)
+
+
+def test_a_batch_whose_stay_does_not_depend_on_it_spreads_by_its_square_root():
+    from dis_serve.plan.predict import agg_concurrency_spread
+
+    curve = _agg_curve(lambda b: 10.0)
+    assert agg_concurrency_spread(curve, 3.2, 32.0) == pytest.approx(math.sqrt(32.0), rel=0.01)
+
+
+def test_a_batch_that_slows_every_step_spreads_wider_than_its_square_root():
+    # Near saturation a burst lengthens every request's stay, so the batch answers it with
+    # more than sqrt(N) extra requests (what Dynamo's replay shows: requests arriving to a
+    # full batch far more often than sqrt(N) promises).
+    from dis_serve.plan.predict import agg_concurrency_spread
+
+    curve = _agg_curve(lambda b: 10.0 + 0.5 * b)
+    rate = 48 / (10.0 + 0.5 * 48)
+    assert agg_concurrency_spread(curve, rate, 48.0) > 2 * math.sqrt(48.0)

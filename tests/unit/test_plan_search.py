@@ -118,7 +118,10 @@ def test_long_prompts_on_48_gpus_pay_for_disaggregation_and_price_the_saving():
 
 
 def test_a_small_cluster_is_told_disaggregation_does_not_pay():
-    result = make_plan(ask(model="llama-3.1-8b", isl=4000, osl=100, budget=4))
+    # 2000/200 on 4 GPUs. (4000/100 on 4 GPUs is the edge: Dynamo's replay holds the SLA
+    # for aggregated workers up to ~26 req/s and for 3 prefill + 1 decode at 27.9, so there
+    # disaggregation does pay a little, as the planner now says.)
+    result = make_plan(ask(model="llama-3.1-8b", isl=2000, osl=200, budget=4))
     assert not result.disagg_pays
     assert result.chosen.mode is Mode.AGG
     assert result.verdict.startswith("Disaggregation does not pay here")

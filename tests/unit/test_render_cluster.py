@@ -179,6 +179,16 @@ def test_the_batch_script_asks_the_agents_to_stop_through_the_run_directory_not_
                                              if line.startswith('mkdir -p "$LOGS"; rm -f'))
 
 
+def test_the_time_limit_reaches_the_batch_shell_alone_a_minute_early_so_the_stop_is_ordered():
+    topo = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+    assert "#SBATCH --signal=B:TERM@60" in render_sbatch_script(topo).splitlines()
+    data = topo.model_dump(mode="json")
+    data["placement"]["slurm"]["sbatch_extra"] = ["--signal=B:USR1@120"]
+    script = render_sbatch_script(Topology.model_validate(data))
+    assert [line for line in script.splitlines() if line.startswith("#SBATCH --signal")] == [
+        "#SBATCH --signal=B:USR1@120"]
+
+
 def test_etcd_and_nats_data_go_to_the_agents_data_directory_which_no_node_script_asks_for():
     files = render_hosts_files(TWO_HOSTS)
     plan = ClusterPlan.model_validate_json(files["cluster-plan.json"])

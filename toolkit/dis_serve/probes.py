@@ -101,10 +101,20 @@ class Probe:
     ready: bool
 
 
-def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan) -> Probe:
+def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
+                  starting: bool = False) -> Probe:
     """One probe of one process. A worker that answers "notready" (say, while etcd is away)
-    is alive; one that does not answer within the client's timeout is hung or gone."""
+    is alive; one that does not answer within the client's timeout is hung or gone.
+    `starting`: the process is not ready yet, and a kind that is ready on accept
+    (`ProcessKind.ready_on_accept`) is probed by a TCP connect to its probe's port."""
     probe = spec.readiness
+    if starting and spec.kind.ready_on_accept and probe.url is not None:
+        from urllib.parse import urlsplit
+
+        port = urlsplit(probe.url).port
+        assert port is not None
+        accepts = tcp_accepts(port, listen_host(spec))
+        return Probe(answered=accepts, ready=accepts)
     if probe.kind is ProbeKind.TCP:
         assert probe.port is not None
         host = probe.host or "127.0.0.1"

@@ -31,7 +31,12 @@ WORKER_QUEUES = ("dynamo_request_queue", "trtllm:num_requests_waiting")
 # Requests the KV router holds back per worker type because every worker is busy.
 ROUTER_QUEUE = "dynamo_frontend_router_queue_pending_requests"
 KV_USAGE = "trtllm:kv_cache_usage_perc"  # a fraction of the worker's KV blocks, despite the name
-FRONTEND_INFLIGHT = "dynamo_frontend_inflight_requests"
+# The frontend's own gauges, as Dynamo 1.6.1's frontend exports them (read off its /metrics
+# under load). `active_requests` is what the deprecated `inflight_requests` counted under a
+# clearer name (the same readings, side by side). `queued_requests` (waiting for a first
+# response) has no successor in 1.6.1: `stage_requests` counts requests per pipeline stage
+# (preprocess, route, dispatch), which ends before the worker answers, so it reads lower.
+FRONTEND_ACTIVE = "dynamo_frontend_active_requests"
 FRONTEND_QUEUED = "dynamo_frontend_queued_requests"
 
 
@@ -59,8 +64,11 @@ class PoolLoad(BaseModel):
 
 class FrontendLoad(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    inflight: Gauge | None = Field(description="Requests inside the frontend.")
-    queued: Gauge | None = Field(description="Requests waiting in the frontend's HTTP queue.")
+    inflight: Gauge | None = Field(description="Requests inside the frontend, from its HTTP "
+                                               "handler to the response's end "
+                                               "(active_requests).")
+    queued: Gauge | None = Field(description="Requests in the frontend still waiting for "
+                                             "their first response (queued_requests).")
 
 
 class ServerLoad(BaseModel):
@@ -101,7 +109,7 @@ def summarize(data: dict[str, Any], endpoints: list[MetricsEndpoint]) -> ServerL
 
     frontend = None
     if any(e.pool == FRONTEND and e.url in answered for e in endpoints):
-        frontend = FrontendLoad(inflight=_total(series(FRONTEND_INFLIGHT, FRONTEND)),
+        frontend = FrontendLoad(inflight=_total(series(FRONTEND_ACTIVE, FRONTEND)),
                                 queued=_total(series(FRONTEND_QUEUED, FRONTEND)))
     pools = []
     for pool in dict.fromkeys(e.pool for e in endpoints if e.pool != FRONTEND):

@@ -20,6 +20,7 @@ from ..atomic_file import write_atomic
 from ..errors import PreflightError, RunError
 from ..render.cluster_plan import ClusterPlan
 from ..render.shell_words import resolve_runtime
+from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind
 from .agent_contact import FAULT_PREFIX, STOP_REQUEST_FILE, request_stop
 from .cluster_view import (
@@ -47,14 +48,14 @@ POLL_S = 0.2
 STOP_TIMEOUT_S = 60.0
 # Left by an earlier run of the graph in this directory: the next must not be judged by them.
 _EPHEMERAL_GLOBS = (*AGENT_FILE_GLOBS, f"{FAULT_PREFIX}*", STOP_REQUEST_FILE, "endpoint",
-                    "logs", "etcd-data", "nats-data")
+                    "logs", "etcd-data", "nats-data", TLS_DIR)
 
 
 def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:
     """Write the complete run directory: node scripts, README, cluster plan, topology, the
-    graph's CA and client certificate (`tls/`, security.tls.mode auto: each node's agent signs
-    its own server certificate with it), the mocker's model card and the engine configs.
-    PreflightError while its agents run."""
+    graph's CA, client certificate and NATS token (each agent signs its own node's server
+    certificate), the mocker's model card and the engine configs. PreflightError while its
+    agents run."""
     from ..render.hosts import render_hosts_files
     from .cluster_tls import write_cluster_ca
     from .graph import write_worker_inputs

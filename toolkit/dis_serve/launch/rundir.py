@@ -23,6 +23,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -38,11 +39,12 @@ from ..private_path import (
     open_private,
     read_own_text,
 )
-from ..render.cluster_plan import CLUSTER_PLAN_FILE, ClusterPlan
 from ..render.launch_plan import LaunchPlan
-from ..render.slurm import ADDRESSES_FILE
 from ..topology import Topology, is_valid_name
 from .status import GraphStatus
+
+if TYPE_CHECKING:
+    from ..render.cluster_plan import ClusterPlan
 
 HOME_ENV = "DIS_SERVE_HOME"
 # Logs grow about 6 KB per request at Dynamo's default level: rotate by size, keep a few.
@@ -123,6 +125,8 @@ class RunDir:
         return self.path / "slurm-job.json"
 
     def exists(self) -> bool:
+        from ..render.cluster_plan import CLUSTER_PLAN_FILE  # lazily: see read_cluster_plan
+
         return (self.state_file.is_file() or self.plan_file.is_file()
                 or self.slurm_job_file.is_file() or (self.path / CLUSTER_PLAN_FILE).is_file())
 
@@ -228,11 +232,17 @@ class RunDir:
 
     def read_cluster_plan(self) -> ClusterPlan:
         """A multi-node graph's plan, what every node's agent supervises its share of."""
+        # The multi-node renderers are imported where a multi-node run is read: a local `up`
+        # (whose bring-up waits for every import) never needs them.
+        from ..render.cluster_plan import CLUSTER_PLAN_FILE, ClusterPlan
+
         return ClusterPlan.model_validate_json((self.path / CLUSTER_PLAN_FILE).read_text())
 
     def read_addresses(self) -> dict[str, str]:
         """The node names and addresses a Slurm job found (NAME=value lines); {} before the
         batch script has written them."""
+        from ..render.slurm import ADDRESSES_FILE
+
         try:
             lines = (self.path / ADDRESSES_FILE).read_text().splitlines()
         except OSError:

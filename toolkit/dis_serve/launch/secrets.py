@@ -10,6 +10,7 @@ is everyone's): never in argv, the plan, the state file or a log.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -35,11 +36,20 @@ class GraphSecrets:
     def env_for(self, kind: ProcessKind) -> dict[str, str]:
         """The secret environment a process of `kind` gets (etcd: none)."""
         env = {}
-        if self.nats_token and kind is not ProcessKind.ETCD:
+        if self.nats_token and kind is ProcessKind.NATS:
+            env[NATS_TOKEN_ENV] = nats_config_string(self.nats_token)
+        elif self.nats_token and kind is not ProcessKind.ETCD:
             env[NATS_TOKEN_ENV] = self.nats_token
         if kind in (ProcessKind.FRONTEND, ProcessKind.WORKER):
             env |= self.etcd_client
         return env
+
+
+def nats_config_string(token: str) -> str:
+    """The token as nats-server's config reads a variable: it parses the value, so a bare
+    token starting with `-` or a digit and a dot ("-E..." from token_urlsafe) is a malformed
+    number and the server refuses to start. A JSON string is a quoted config string."""
+    return json.dumps(token)
 
 
 def nats_token(auth: NatsAuth | None) -> str | None:

@@ -65,6 +65,7 @@ LOG_ROTATION_EVERY_S = 5.0
 HUNG_GRACE_S = 1.0
 # A worker restarted to register again is healthy and routed no requests: a short grace.
 RE_REGISTER_GRACE_S = 2.0
+PLANES_POLL_S = 0.01
 _LIVE = (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY)
 
 
@@ -176,7 +177,9 @@ class Supervisor:
                 if self._all_up():
                     self._mark_ready()
                     return
-            self._wait_or_timeout(deadline)
+            # While a Dynamo process waits for its planes to accept, look again soon: etcd
+            # listens within ~0.1 s, and every poll lost here delays the whole bring-up.
+            self._wait_or_timeout(deadline, PLANES_POLL_S if waiting else self.poll_s)
 
     @staticmethod
     def _planes_of(slot: _Slot, infra: list[_Slot]) -> list[_Slot]:
@@ -210,11 +213,11 @@ class Supervisor:
         self._router = router_view(self._http, self.plan, workers)
         return self._router.complete
 
-    def _wait_or_timeout(self, deadline: float) -> None:
+    def _wait_or_timeout(self, deadline: float, wait_s: float) -> None:
         if time.monotonic() > deadline:
             raise GraphFailed(self._not_ready_message())
         self._publish()
-        self._stop.wait(self.poll_s)
+        self._stop.wait(wait_s)
 
     def _mark_ready(self) -> None:
         assert self._first_spawn is not None
@@ -285,7 +288,8 @@ class Supervisor:
         for slot in slots:
             if not slot.child.alive:
                 continue
-            probe = probe_process(client, slot.spec, self.plan)
+            probe = probe_process(client, slot.spec, self.plan,
+                                  starting=not liveness and not slot.ready)
             if probe.ready and not slot.ready:
                 slot.restart.ready()
             slot.ready = probe.ready

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..bench.server_metrics import ACTIVE, KV_USAGE, ROUTER_QUEUE, WORKER_QUEUES
+from ..bench.server_metrics import (
+    ACTIVE,
+    FRONTEND_ACTIVE,
+    KV_USAGE,
+    ROUTER_QUEUE,
+    WORKER_QUEUES,
+)
 from ..coordination.traffic import FRONTEND_REQUESTS, ROUTER_REGISTERED, WORKER_REQUESTS
 from ..security.pki_files import EndpointTls
 from ..topology import PoolRole
@@ -24,7 +30,6 @@ from .prom_window import Page, increase, mean, quantile
 # Frontend (dynamo_frontend_*), from the KV router inside it (dynamo_component_router_*).
 TTFT = "dynamo_frontend_time_to_first_token_seconds"
 ITL = "dynamo_frontend_inter_token_latency_seconds"
-FRONTEND_ACTIVE = "dynamo_frontend_active_requests"
 STAGE_REQUESTS = "dynamo_frontend_stage_requests"
 OUTPUT_TOKENS = "dynamo_frontend_output_tokens_total"
 INPUT_TOKENS = "dynamo_frontend_input_sequence_tokens"  # histogram: _sum is the token count

@@ -40,7 +40,7 @@ MAX_PREFILL_LOAD = 0.9
 # Standard normal 90th percentile.
 P90_Z = 1.2816
 # An aggregated worker's batch cap sits this many standard deviations of its (Poisson)
-# concurrency above the planned mean, so a burst queues rarely.
+# concurrency above the planned mean, so a burst queues rarely (`agg_concurrency_spread`).
 AGG_SLOT_HEADROOM_Z = 2.0
 
 
@@ -135,13 +135,14 @@ def predict_agg(curve: AggCurve, workers: int, max_batch: int, rate_per_s: float
     """An aggregated pool: each worker holds as many requests as it completes per second
     times their latency (Little's law), and serves them as AIConfigurator's in-flight
     batching estimate says a batch of that size is served. Poisson arrivals spread the
-    batch by about its square root: the 90th percentiles are read that much higher, and the
-    cap must leave room for it; a closed loop holds the batch where it is, up to the cap."""
+    batch by its square root times how steeply it grows with the rate
+    (`agg_concurrency_spread`): the 90th percentiles are read that much higher, and the cap
+    must leave room for it; a closed loop holds the batch where it is, up to the cap."""
     rate = rate_per_s / workers
     concurrency = curve.concurrency_at(rate)
     if concurrency is None:
         return None
-    spread = 0.0 if closed_loop else math.sqrt(concurrency)
+    spread = 0.0 if closed_loop else agg_concurrency_spread(curve, rate, concurrency)
     if concurrency + AGG_SLOT_HEADROOM_Z * spread > max_batch:
         return None
     itl = curve.itl_at(concurrency)
@@ -167,6 +168,30 @@ def predict_agg(curve: AggCurve, workers: int, max_batch: int, rate_per_s: float
         decode_wait_ms=0.0,
         prefill_utilization=curve.prefill_share_at(concurrency),
         slot_utilization=concurrency / max_batch, concurrency_per_worker=concurrency)
+
+
+# Relative step in the request rate for the slope of concurrency against rate.
+ELASTICITY_STEP = 0.02
+
+
+def agg_concurrency_spread(curve: AggCurve, rate_per_s: float, concurrency: float) -> float:
+    """Standard deviation of an aggregated worker's batch under Poisson arrivals. Over one
+    request's stay the arrivals that make up the batch vary by sqrt(N) (N = rate x stay); were
+    the stay fixed, so would the batch. But every request in the batch slows every step, so
+    a burst lengthens the stay of all of them and the batch grows by more: the spread is
+    sqrt(N) times the elasticity of concurrency in rate, d ln N / d ln rate, read off the
+    worker's own curve (never below 1: a larger batch never shortens a stay). Near the
+    batch's saturation the elasticity is several (70B TP2 H100 5000/500 at 96% of its capped
+    rate: 3.5, and Dynamo's replay has 19% of requests arrive to a full batch of 80 where
+    sqrt(64) promised 2.5%); None where the worker cannot take the rate a little higher."""
+    below = curve.concurrency_at(rate_per_s * (1 - ELASTICITY_STEP))
+    above = curve.concurrency_at(rate_per_s * (1 + ELASTICITY_STEP))
+    if below is None:
+        return math.sqrt(concurrency)
+    upper, span = (above, 2 * ELASTICITY_STEP) if above is not None else (
+        concurrency, ELASTICITY_STEP)
+    elasticity = (upper - below) / span / max(concurrency, 1e-9)
+    return max(1.0, elasticity) * math.sqrt(concurrency)
 
 
 def _wait(servers: int, service_ms: float, rate_per_s: float, closed_loop: bool) -> Wait:

@@ -24,12 +24,14 @@ def _start_lines(spec: ProcessSpec) -> list[str]:
     return [
         f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})" if spec.gpus else ""),
         f"{command_words(spec)} >\"$LOGS/{spec.name}.log\" 2>&1 &",
-        pid_line(spec),
+        pid_line(spec),  # first, so a failed wait stops it too; `$!` is still its pid
         wait_line(spec),
     ]
 
 
-def render_shell_script(plan: LaunchPlan) -> str:
+def render_shell_script(plan: LaunchPlan, *, ready_timeout_s: float) -> str:
+    """The script; each process is waited for up to `ready_timeout_s` (the model's startup
+    budget, startup_budget.readiness_timeout_s, as every other target waits)."""
     nodes = sorted({p.node for p in plan.processes})
     lines = [
         "#!/usr/bin/env bash",
@@ -44,7 +46,7 @@ def render_shell_script(plan: LaunchPlan) -> str:
         'LOGS="$RUN_DIR/logs"',
         'mkdir -p "$LOGS"',
         *stop_function(),
-        *wait_ready_function(),
+        *wait_ready_function(ready_timeout_s),
     ]
     if plan.needs_model_card:
         lines.append(f"# The mocker reads a tokenizer-only model card at "

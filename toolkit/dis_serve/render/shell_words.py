@@ -14,6 +14,7 @@ is correct bash, but not for `sbatch`'s directive parser, a log line or a reader
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 
@@ -132,8 +133,9 @@ def probe_check(spec: ProcessSpec, default_host: str = "127.0.0.1") -> str:
 
 
 def wait_line(spec: ProcessSpec, check: str | None = None) -> str:
-    """`wait_ready` for the process, on its own probe unless `check` is given."""
-    return f"wait_ready {word(spec.name)} {word(check or probe_check(spec))}"
+    """`wait_ready` for the process just started in the background (`$!`), on its own probe
+    unless `check` is given."""
+    return f"wait_ready {word(spec.name)} \"$!\" {word(check or probe_check(spec))}"
 
 
 def pid_line(spec: ProcessSpec) -> str:
@@ -141,16 +143,24 @@ def pid_line(spec: ProcessSpec) -> str:
     return "INFRA_PIDS+=($!)" if spec.kind.is_coordination else "PIDS+=($!)"
 
 
-def wait_ready_function(timeout_s: int = 300) -> list[str]:
-    """`wait_ready NAME CHECK`: poll CHECK ten times a second until it passes or time runs
-    out (the checks are a TCP connect or a local curl: cheap next to a late start)."""
+def wait_ready_function(timeout_s: float) -> list[str]:
+    """`wait_ready NAME PID CHECK`: poll CHECK ten times a second until it passes, failing at
+    once (naming the log) when PID has exited, or after `timeout_s` (the model's startup
+    budget, startup_budget.py). The checks are a TCP connect or a local curl, quiet while
+    they fail: a log of thousands of refused connections hides the one line that matters."""
+    budget = math.ceil(timeout_s)
     return [
-        f"wait_ready() {{  # NAME CHECK: poll CHECK for up to {timeout_s} s",
-        f"  for _ in $(seq 1 {timeout_s * 10}); do",
-        "    if eval \"$2\"; then echo \"ready: $1\"; return 0; fi",
+        f"wait_ready() {{  # NAME PID CHECK: poll CHECK for up to {budget} s while PID runs",
+        # SECONDS counts whole seconds: one more, so the wait is never shorter than budgeted.
+        f"  local deadline=$((SECONDS + {budget + 1}))",
+        "  while ((SECONDS < deadline)); do",
+        "    if eval \"$3\" 2>/dev/null; then echo \"ready: $1\"; return 0; fi",
+        "    if ! kill -0 \"$2\" 2>/dev/null; then",
+        "      echo \"$1 exited before it was ready (see $LOGS/$1.log)\" >&2; exit 1",
+        "    fi",
         "    sleep 0.1",
         "  done",
-        f"  echo \"not ready after {timeout_s} s: $1 (see $LOGS/$1.log)\" >&2; exit 1",
+        f"  echo \"not ready after {budget} s: $1 (see $LOGS/$1.log)\" >&2; exit 1",
         "}",
     ]
 

@@ -38,6 +38,8 @@ ADDRESSES_FILE = "addresses"
 STARTED_FILE = "job-started"
 # The batch script's own output, beside the processes' logs (`up` passes it to sbatch).
 JOB_LOG = "slurm-%j.log"
+# Seconds before the time limit that the batch shell is told to stop the graph.
+TIME_LIMIT_NOTICE_S = 60
 
 
 def node_address_var(index: int) -> str:
@@ -104,6 +106,11 @@ def _sbatch_lines(topo: Topology) -> list[str]:
         # job_script_minimal.j2 --exclusive), and all of each node's memory (--mem=0, sbatch's
         # "all memory"), where a per-CPU default would OOM-kill a 70B load.
         options += [o for o in ("--exclusive", "--mem=0") if o not in slurm.sbatch_extra]
+    # At the time limit Slurm signals every process of every step at once (no stop order);
+    # SIGTERM to the batch shell alone a minute before lets its trap ask the agents to stop
+    # their nodes in order (the stop request), within the 10 s grace and the cross-node wait.
+    if not any(o.startswith("--signal") for o in slurm.sbatch_extra):
+        options.append(f"--signal=B:TERM@{TIME_LIMIT_NOTICE_S}")
     options += slurm.sbatch_extra
     return [f"#SBATCH {option}" for option in options]
 
@@ -193,8 +200,8 @@ def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
                   "AGENTS+=($!)"]
     lines += [
         "",
-        "# scancel --batch --signal=TERM (dis-serve down) or the time limit: each agent stops "
-        "its node in order.",
+        "# scancel --batch --signal=TERM (dis-serve down) or the time limit (--signal=B:TERM): "
+        "each agent stops its node in order.",
         f"# The agents see {STOP_REQUEST_FILE} in the run directory. No signal: Slurm would "
         "send it to every",
         "# process of a step at once, and srun answers its own SIGTERM with SIGKILL to its "

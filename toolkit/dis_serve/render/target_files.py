@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
 from .engine_config import dump_engine_config, engine_config_path, render_engine_configs
 from .hosts import render_hosts_files
@@ -79,7 +80,8 @@ def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str
         local = out_dir / "local"
         plan = render_launch_plan(topo, RenderContext(run_dir=local))
         files["local/launch-plan.json"] = plan.model_dump_json(indent=2) + "\n"
-        files["local/launch.sh"] = render_shell_script(plan)
+        files["local/launch.sh"] = render_shell_script(
+            plan, ready_timeout_s=readiness_timeout_s(topo))
         files |= _engine_config_files(topo, "local")
     if target.includes(Target.K8S):
         files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo),

@@ -125,6 +125,14 @@ class ProcessKind(StrEnum):
         return self in (ProcessKind.ETCD, ProcessKind.NATS)
 
     @property
+    def ready_on_accept(self) -> bool:
+        """While starting, ready once its port accepts connections, whatever its health
+        probe says: Dynamo connects to etcd and waits out the leader election itself, while
+        etcd's /health blocks for up to a second of that election (holding back the probes of
+        every other process). The health probe stays its liveness check once it runs."""
+        return self is ProcessKind.ETCD
+
+    @property
     def serves_alone(self) -> bool:
         """The graph cannot serve without this very process (a worker has pool peers)."""
         return self is not ProcessKind.WORKER

@@ -24,12 +24,16 @@ stop_all() {
 }
 trap stop_all EXIT
 trap 'exit 143' INT TERM
-wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
-  for _ in $(seq 1 3000); do
-    if eval "$2"; then echo "ready: $1"; return 0; fi
+wait_ready() {  # NAME PID CHECK: poll CHECK for up to 120 s while PID runs
+  local deadline=$((SECONDS + 121))
+  while ((SECONDS < deadline)); do
+    if eval "$3" 2>/dev/null; then echo "ready: $1"; return 0; fi
+    if ! kill -0 "$2" 2>/dev/null; then
+      echo "$1 exited before it was ready (see $LOGS/$1.log)" >&2; exit 1
+    fi
     sleep 0.1
   done
-  echo "not ready after 300 s: $1 (see $LOGS/$1.log)" >&2; exit 1
+  echo "not ready after 120 s: $1 (see $LOGS/$1.log)" >&2; exit 1
 }
 # The mocker reads a tokenizer-only model card at rendered/local/model-card; `dis-serve up` makes it, by hand run it once first.
 # Every plane is mutual TLS with the graph's certificates in rendered/local/tls and nats.conf beside them; `dis-serve up` makes them. Dynamo also takes etcd's client certificate and key as PEM text in ETCD_AUTH_CA, ETCD_AUTH_CLIENT_CERT and ETCD_AUTH_CLIENT_KEY: export them (from tls/) before running this by hand.
@@ -37,27 +41,27 @@ wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
 # etcd
 etcd --name dis-serve-agg-mocker --data-dir rendered/local/etcd-data --listen-client-urls https://127.0.0.1:2379 --advertise-client-urls https://127.0.0.1:2379 --listen-peer-urls https://127.0.0.1:2380 --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster dis-serve-agg-mocker=https://127.0.0.1:2380 --cert-file rendered/local/tls/server.pem --key-file rendered/local/tls/server-key.pem --trusted-ca-file rendered/local/tls/ca.pem --client-cert-auth --peer-cert-file rendered/local/tls/server.pem --peer-key-file rendered/local/tls/server-key.pem --peer-trusted-ca-file rendered/local/tls/ca.pem --peer-client-cert-auth --log-level warn >"$LOGS/etcd.log" 2>&1 &
 INFRA_PIDS+=($!)
-wait_ready etcd '(exec 3<>/dev/tcp/127.0.0.1/2379) 2>/dev/null'
+wait_ready etcd "$!" '(exec 3<>/dev/tcp/127.0.0.1/2379) 2>/dev/null'
 
 # nats
 nats-server -c rendered/local/nats.conf -a 127.0.0.1 -p 4222 -js -sd rendered/local/nats-data >"$LOGS/nats.log" 2>&1 &
 INFRA_PIDS+=($!)
-wait_ready nats '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
+wait_ready nats "$!" '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
 
 # frontend
 env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-agg-mocker DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8000 --namespace dis-serve-agg-mocker --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
 PIDS+=($!)
-wait_ready frontend 'curl -fsS -o /dev/null http://127.0.0.1:8000/health'
+wait_ready frontend "$!" 'curl -fsS -o /dev/null http://127.0.0.1:8000/health'
 
 # agg-0
 env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-agg-mocker DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9100 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.mocker --model-path rendered/local/model-card --model-name demo-model --endpoint dyn://dis-serve-agg-mocker.backend.generate --engine-type trtllm --disaggregation-mode agg --max-num-seqs 256 --max-num-batched-tokens 8192 --max-model-len 5120 --block-size 32 --kv-cache-dtype auto --speedup-ratio 1 >"$LOGS/agg-0.log" 2>&1 &
 PIDS+=($!)
-wait_ready agg-0 'curl -fsS -o /dev/null http://127.0.0.1:9100/health'
+wait_ready agg-0 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9100/health'
 
 # agg-1
 env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-agg-mocker DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9101 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.mocker --model-path rendered/local/model-card --model-name demo-model --endpoint dyn://dis-serve-agg-mocker.backend.generate --engine-type trtllm --disaggregation-mode agg --max-num-seqs 256 --max-num-batched-tokens 8192 --max-model-len 5120 --block-size 32 --kv-cache-dtype auto --speedup-ratio 1 >"$LOGS/agg-1.log" 2>&1 &
 PIDS+=($!)
-wait_ready agg-1 'curl -fsS -o /dev/null http://127.0.0.1:9101/health'
+wait_ready agg-1 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9101/health'
 
 echo 'serving demo-model at http://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n

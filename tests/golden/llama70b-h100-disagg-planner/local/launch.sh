@@ -24,12 +24,16 @@ stop_all() {
 }
 trap stop_all EXIT
 trap 'exit 143' INT TERM
-wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
-  for _ in $(seq 1 3000); do
-    if eval "$2"; then echo "ready: $1"; return 0; fi
+wait_ready() {  # NAME PID CHECK: poll CHECK for up to 1910 s while PID runs
+  local deadline=$((SECONDS + 1911))
+  while ((SECONDS < deadline)); do
+    if eval "$3" 2>/dev/null; then echo "ready: $1"; return 0; fi
+    if ! kill -0 "$2" 2>/dev/null; then
+      echo "$1 exited before it was ready (see $LOGS/$1.log)" >&2; exit 1
+    fi
     sleep 0.1
   done
-  echo "not ready after 300 s: $1 (see $LOGS/$1.log)" >&2; exit 1
+  echo "not ready after 1910 s: $1 (see $LOGS/$1.log)" >&2; exit 1
 }
 # Every plane is mutual TLS with the graph's certificates in rendered/local/tls and nats.conf beside them; `dis-serve up` makes them. Dynamo also takes etcd's client certificate and key as PEM text in ETCD_AUTH_CA, ETCD_AUTH_CLIENT_CERT and ETCD_AUTH_CLIENT_KEY: export them (from tls/) before running this by hand.
 # Several nodes: this script is the local view (everything on loopback). Use `dis-serve render --target hosts` (one script per node) or `--target slurm` (one sbatch job).
@@ -39,87 +43,87 @@ wait_ready() {  # NAME CHECK: poll CHECK for up to 300 s
 # etcd
 etcd --name dis-serve-llama70b-disagg-planner --data-dir rendered/local/etcd-data --listen-client-urls https://127.0.0.1:2379 --advertise-client-urls https://127.0.0.1:2379 --listen-peer-urls https://127.0.0.1:2380 --initial-advertise-peer-urls https://127.0.0.1:2380 --initial-cluster dis-serve-llama70b-disagg-planner=https://127.0.0.1:2380 --cert-file rendered/local/tls/server.pem --key-file rendered/local/tls/server-key.pem --trusted-ca-file rendered/local/tls/ca.pem --client-cert-auth --peer-cert-file rendered/local/tls/server.pem --peer-key-file rendered/local/tls/server-key.pem --peer-trusted-ca-file rendered/local/tls/ca.pem --peer-client-cert-auth --log-level warn >"$LOGS/etcd.log" 2>&1 &
 INFRA_PIDS+=($!)
-wait_ready etcd '(exec 3<>/dev/tcp/127.0.0.1/2379) 2>/dev/null'
+wait_ready etcd "$!" '(exec 3<>/dev/tcp/127.0.0.1/2379) 2>/dev/null'
 
 # nats
 nats-server -c rendered/local/nats.conf -a 127.0.0.1 -p 4222 -js -sd rendered/local/nats-data >"$LOGS/nats.log" 2>&1 &
 INFRA_PIDS+=($!)
-wait_ready nats '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
+wait_ready nats "$!" '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
 
 # frontend
 env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8000 --namespace dis-serve-llama70b-disagg-planner --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
 PIDS+=($!)
-wait_ready frontend 'curl -fsS -o /dev/null http://127.0.0.1:8000/health'
+wait_ready frontend "$!" 'curl -fsS -o /dev/null http://127.0.0.1:8000/health'
 
 # prefill-0 (node 0, GPUs [0, 1, 2, 3])
 env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9100 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode prefill --extra-engine-args rendered/local/engine-configs/prefill.yaml --tensor-parallel-size 4 --max-batch-size 8 --max-num-tokens 16384 --max-seq-len 3584 --publish-metrics --publish-kv-events >"$LOGS/prefill-0.log" 2>&1 &
 PIDS+=($!)
-wait_ready prefill-0 'curl -fsS -o /dev/null http://127.0.0.1:9100/health'
+wait_ready prefill-0 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9100/health'
 
 # prefill-1 (node 0, GPUs [4, 5, 6, 7])
 env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9101 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode prefill --extra-engine-args rendered/local/engine-configs/prefill.yaml --tensor-parallel-size 4 --max-batch-size 8 --max-num-tokens 16384 --max-seq-len 3584 --publish-metrics --publish-kv-events >"$LOGS/prefill-1.log" 2>&1 &
 PIDS+=($!)
-wait_ready prefill-1 'curl -fsS -o /dev/null http://127.0.0.1:9101/health'
+wait_ready prefill-1 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9101/health'
 
 # ---- node 1: run this section on node 1 ----
 
 # decode-0 (node 1, GPUs [0, 1, 2, 3])
 env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9102 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-0.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-0 'curl -fsS -o /dev/null http://127.0.0.1:9102/health'
+wait_ready decode-0 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9102/health'
 
 # decode-1 (node 1, GPUs [4, 5, 6, 7])
 env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9103 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-1.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-1 'curl -fsS -o /dev/null http://127.0.0.1:9103/health'
+wait_ready decode-1 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9103/health'
 
 # ---- node 2: run this section on node 2 ----
 
 # decode-2 (node 2, GPUs [0, 1, 2, 3])
 env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9104 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-2.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-2 'curl -fsS -o /dev/null http://127.0.0.1:9104/health'
+wait_ready decode-2 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9104/health'
 
 # decode-3 (node 2, GPUs [4, 5, 6, 7])
 env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9105 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-3.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-3 'curl -fsS -o /dev/null http://127.0.0.1:9105/health'
+wait_ready decode-3 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9105/health'
 
 # ---- node 3: run this section on node 3 ----
 
 # decode-4 (node 3, GPUs [0, 1, 2, 3])
 env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9106 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-4.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-4 'curl -fsS -o /dev/null http://127.0.0.1:9106/health'
+wait_ready decode-4 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9106/health'
 
 # decode-5 (node 3, GPUs [4, 5, 6, 7])
 env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9107 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-5.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-5 'curl -fsS -o /dev/null http://127.0.0.1:9107/health'
+wait_ready decode-5 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9107/health'
 
 # ---- node 4: run this section on node 4 ----
 
 # decode-6 (node 4, GPUs [0, 1, 2, 3])
 env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9108 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-6.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-6 'curl -fsS -o /dev/null http://127.0.0.1:9108/health'
+wait_ready decode-6 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9108/health'
 
 # decode-7 (node 4, GPUs [4, 5, 6, 7])
 env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9109 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-7.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-7 'curl -fsS -o /dev/null http://127.0.0.1:9109/health'
+wait_ready decode-7 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9109/health'
 
 # ---- node 5: run this section on node 5 ----
 
 # decode-8 (node 5, GPUs [0, 1, 2, 3])
 env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9110 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-8.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-8 'curl -fsS -o /dev/null http://127.0.0.1:9110/health'
+wait_ready decode-8 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9110/health'
 
 # decode-9 (node 5, GPUs [4, 5, 6, 7])
 env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9111 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode decode --extra-engine-args rendered/local/engine-configs/decode.yaml --tensor-parallel-size 4 --max-batch-size 256 --max-num-tokens 512 --max-seq-len 3584 --publish-metrics >"$LOGS/decode-9.log" 2>&1 &
 PIDS+=($!)
-wait_ready decode-9 'curl -fsS -o /dev/null http://127.0.0.1:9111/health'
+wait_ready decode-9 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9111/health'
 
 echo 'serving llama-3.1-70b at http://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n
