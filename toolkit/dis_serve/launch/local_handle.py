@@ -199,6 +199,9 @@ class StopResult:
     leftovers: list[Leftover] = field(default_factory=list)
     shared_keys_deleted: int = 0
     shared_streams_deleted: list[str] = field(default_factory=list)
+    # The supervisor is gone but its last record is not a stopped graph (it was killed
+    # mid-stop); `down` recorded the stop for it.
+    unrecorded: bool = False
 
     def describe(self) -> list[str]:
         lines = []
@@ -214,6 +217,9 @@ class StopResult:
                          "were left; marked stopped")
         elif not self.had_supervisor:
             lines.append(f"{self.name} is not running")
+        if self.had_supervisor and self.unrecorded:
+            lines.append(f"{self.name}: its supervisor ended without recording the stop; "
+                         "marked stopped")
         if self.shared_keys_deleted or self.shared_streams_deleted:
             lines.append(f"{self.name}: removed {self.shared_keys_deleted} etcd keys and "
                          f"{len(self.shared_streams_deleted)} JetStream streams its "
@@ -248,15 +254,15 @@ def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
     if status is None:
         return StopResult(name=run.name, had_supervisor=True, supervisor_exit_s=waited)
     found = kill_leftovers(status)
-    stale = not alive and not status.phase.finished
-    if stale:
+    unrecorded = not status.phase.finished and not supervisor_alive(status)
+    if unrecorded:
         # Nobody else will: record that the graph is down, so `status` stops reporting a
-        # dead supervisor's last view.
+        # dead supervisor's last view (one that died before, or one killed mid-stop).
         run.write_state(mark_stopped(status))
     keys, streams = _clean_shared_planes(run)
-    return StopResult(name=status.name, had_supervisor=alive, stale=stale,
+    return StopResult(name=status.name, had_supervisor=alive, stale=not alive and unrecorded,
                       supervisor_exit_s=waited, leftovers=found, shared_keys_deleted=keys,
-                      shared_streams_deleted=streams)
+                      shared_streams_deleted=streams, unrecorded=unrecorded)
 
 
 def _wait_unlocked(run: RunDir, timeout_s: float) -> None:
