@@ -259,31 +259,14 @@ def all_ready(run_dir: Path) -> bool:
 
 
 def stream_chat(client: httpx.Client, endpoint: str) -> str | None:
-    """One streaming chat; None when it streamed to `[DONE]` with the tokens asked for,
-    else what went wrong."""
-    body = {"model": MODEL, "max_tokens": MAX_TOKENS, "stream": True,
-            "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": "w3 w4 w5 w6"}]}
-    tokens, done = None, False
-    try:
-        with client.stream("POST", f"{endpoint}/v1/chat/completions", json=body) as reply:
-            if reply.status_code != 200:
-                return f"HTTP {reply.status_code}"
-            for line in reply.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line.removeprefix("data:").strip()
-                if data == "[DONE]":
-                    done = True
-                    break
-                usage = json.loads(data).get("usage")
-                if usage:
-                    tokens = usage.get("completion_tokens")
-    except (httpx.HTTPError, ValueError) as exc:
-        return type(exc).__name__
-    if not done:
-        return "truncated stream"
-    return None if tokens == MAX_TOKENS else f"{tokens} tokens, not {MAX_TOKENS}"
+    """One streaming chat (tests/chat_load.py's); None when it streamed to `[DONE]` with the
+    tokens asked for, else what went wrong."""
+    from chat_load import stream_chat as one_chat
+
+    outcome = one_chat(client, endpoint, MODEL, MAX_TOKENS)
+    if outcome.problem is not None:
+        return outcome.problem
+    return None if outcome.tokens == MAX_TOKENS else f"{outcome.tokens} tokens, not {MAX_TOKENS}"
 
 
 class Load:

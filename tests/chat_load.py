@@ -23,33 +23,39 @@ import httpx
 class Outcome:
     started: float  # time.monotonic()
     ended: float
-    ok: bool        # HTTP 200, every chunk parsed, the stream ended with [DONE]
     tokens: int     # content chunks received
+    problem: str | None = None  # None: HTTP 200, every chunk parsed, the stream ended [DONE]
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
 
 
 def stream_chat(client: httpx.Client, endpoint: str, model: str, max_tokens: int) -> Outcome:
+    """One streamed chat completion, and what went wrong with it if anything did."""
     started = time.monotonic()
-    tokens, done = 0, False
+    tokens, problem = 0, "truncated stream"
     try:
         with client.stream("POST", f"{endpoint}/v1/chat/completions", json={
                 "model": model, "max_tokens": max_tokens, "stream": True,
                 "messages": [{"role": "user", "content": "w3 w4 w5 w6"}]}) as response:
             if response.status_code != 200:
-                return Outcome(started, time.monotonic(), False, 0)
+                return Outcome(started, time.monotonic(), 0, f"HTTP {response.status_code}")
             for line in response.iter_lines():
                 if not line.startswith("data: "):
                     continue
                 if line == "data: [DONE]":
-                    done = True
+                    problem = None
                     break
                 chunk = json.loads(line[len("data: "):])
                 if "error" in chunk:
+                    problem = "error in the stream"
                     break
                 if any(c.get("delta", {}).get("content") for c in chunk.get("choices", [])):
                     tokens += 1
-    except (httpx.HTTPError, ValueError):
-        done = False
-    return Outcome(started, time.monotonic(), done, tokens)
+    except (httpx.HTTPError, ValueError) as exc:
+        problem = type(exc).__name__
+    return Outcome(started, time.monotonic(), tokens, problem)
 
 
 class StreamingChats:
