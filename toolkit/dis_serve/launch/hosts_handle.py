@@ -38,6 +38,7 @@ from .observed import (
     StartReport,
     StopReport,
 )
+from .run_handle import RunHandle
 from .rundir import PRIVATE_FILE, RunDir
 from .status import GraphPhase
 
@@ -90,28 +91,17 @@ def steps(plan: ClusterPlan, run: RunDir) -> list[str]:
     return lines
 
 
-class HostsHandle:
+class HostsHandle(RunHandle):
     def __init__(self, run: RunDir, topo: Topology | None = None) -> None:
-        self._run = run
-        self._topo = topo
+        super().__init__(run, topo)
         self._timeout_s: float | None = None
-
-    @property
-    def name(self) -> str:
-        return self._run.name
-
-    @property
-    def run(self) -> RunDir:
-        return self._run
 
     def start(self, options: StartOptions) -> StartReport:
         from ..startup_budget import readiness_timeout_s
 
-        if self._topo is None:
-            raise RunError(f"{self.name}: a handle found through its run directory cannot "
-                           "prepare the graph; `dis-serve prepare` its topology")
-        plan = prepare_hosts_run(self._topo, self._run)
-        self._timeout_s = readiness_timeout_s(self._topo, options.ready_timeout_s)
+        topo = self._topology_to("prepare", "dis-serve prepare")
+        plan = prepare_hosts_run(topo, self._run)
+        self._timeout_s = readiness_timeout_s(topo, options.ready_timeout_s)
         return StartReport(notes=steps(plan, self._run))
 
     def wait_ready(self, on_update: Callable[[ObservedGraph], None] | None = None

@@ -22,6 +22,7 @@ from .observed import (
 )
 from .orphans import Leftover, kill_leftovers
 from .process import same_process
+from .run_handle import RunHandle
 from .run_lock import lock_holder
 from .run_lookup import supervisor_alive
 from .rundir import RunDir
@@ -36,33 +37,22 @@ if TYPE_CHECKING:
 POLL_S = 0.1
 
 
-class LocalHandle:
+class LocalHandle(RunHandle):
     def __init__(self, run: RunDir, topo: Topology | None = None) -> None:
-        self._run = run
-        self._topo = topo
+        super().__init__(run, topo)
         self._graph: RunningGraph | None = None
         self._events: queue.Queue[SupervisorEvent] = queue.Queue()
         self._on_event: Callable[[SupervisorEvent], None] | None = None
 
-    @property
-    def name(self) -> str:
-        return self._run.name
-
-    @property
-    def run(self) -> RunDir:
-        return self._run
-
     # --- start --------------------------------------------------------------------------
     def start(self, options: StartOptions) -> StartReport:
-        if self._topo is None:
-            raise RunError(f"{self.name}: a handle found through its run directory cannot "
-                           "start the graph; `dis-serve up` its topology")
+        topo = self._topology_to("start", "dis-serve up")
         root = self._run.path.parent.parent
         if options.detach:
             from .daemon import start_detached
 
             _ready, prepared = start_detached(
-                self._topo, run_root=root, ready_timeout_s=options.ready_timeout_s,
+                topo, run_root=root, ready_timeout_s=options.ready_timeout_s,
                 keep_runs=options.keep_runs)
         else:
             from .graph import launch_graph
@@ -70,7 +60,7 @@ class LocalHandle:
             self._on_event = options.on_event
             # Events arrive on the supervisor's thread; they are handed on from the thread
             # that waits (wait_ready, watch), so output never interleaves.
-            self._graph = launch_graph(self._topo, run_root=root,
+            self._graph = launch_graph(topo, run_root=root,
                                        ready_timeout_s=options.ready_timeout_s,
                                        on_event=self._events.put, keep_runs=options.keep_runs)
             prepared = self._graph.prepared

@@ -18,6 +18,7 @@ from .observed import (
     StartReport,
     StopReport,
 )
+from .run_handle import RunHandle
 from .rundir import RunDir
 from .slurm_jobs import SlurmJob, cancel, job_state
 
@@ -27,21 +28,12 @@ if TYPE_CHECKING:
 JOB_POLL_S = 1.0
 
 
-class SlurmHandle:
+class SlurmHandle(RunHandle):
     def __init__(self, run: RunDir, topo: Topology | None = None, *,
                  job: SlurmJob | None = None) -> None:
-        self._run = run
-        self._topo = topo
+        super().__init__(run, topo)
         self._job = job
         self._timeout_s: float | None = None
-
-    @property
-    def name(self) -> str:
-        return self._run.name
-
-    @property
-    def run(self) -> RunDir:
-        return self._run
 
     def _submitted(self) -> SlurmJob:
         if self._job is None:
@@ -52,11 +44,9 @@ class SlurmHandle:
         from ..startup_budget import readiness_timeout_s
         from .slurm_job import submit
 
-        if self._topo is None:
-            raise RunError(f"{self.name}: a handle found through its run directory cannot "
-                           "submit the graph; `dis-serve up` its topology")
-        self._job = submit(self._topo, self._run.path.parent.parent)
-        self._timeout_s = readiness_timeout_s(self._topo, options.ready_timeout_s)
+        topo = self._topology_to("submit", "dis-serve up")
+        self._job = submit(topo, self._run.path.parent.parent)
+        self._timeout_s = readiness_timeout_s(topo, options.ready_timeout_s)
         return StartReport(notes=[f"submitted Slurm job {self._job.job_id} "
                                   f"({self._run.path})"])
 
