@@ -29,7 +29,7 @@ def test_an_unknown_model_is_named_with_the_models_that_would_work():
     with pytest.raises(UserInputError) as err:
         ask(model="gpt-5")
     assert err.value.key == "model"
-    assert "llama-3.1-70b, llama-3.1-8b, qwen3-32b" in str(err.value)
+    assert "llama-3.1-70b, llama-3.1-8b, llama-2-70b, qwen3-32b" in str(err.value)
 
 
 def test_an_unknown_gpu_lists_the_catalog():

@@ -122,6 +122,15 @@ KNOWN_MODELS: dict[str, KnownModel] = {
          # The checkpoint Dynamo 1.6.1's own mocker DGD template serves.
          "fp8": _modelopt_fp8("nvidia/Llama-3.1-8B-Instruct-FP8")},
     ),
+    # MLPerf Inference's Llama-2-70B benchmark model. AIConfigurator 0.12 ships no config for
+    # it, so the planner hands AIConfigurator ours (builtin/model_configs/): the same layers
+    # as Llama-3.1-70B with a 32,000-token vocabulary and a 4,096-token context.
+    "llama-2-70b": KnownModel(
+        "meta-llama/Llama-2-70b-chat-hf",
+        ModelArchitecture(80, 64, 8, 8192, 68.98, 32000, 4096),
+        "meta-llama/Llama-2-70b-chat-hf",
+        {"bf16": _bf16("meta-llama/Llama-2-70b-chat-hf")},
+    ),
     "qwen3-32b": KnownModel(
         "Qwen/Qwen3-32B",
         ModelArchitecture(64, 64, 8, 5120, 32.8, 151936, 40960, explicit_head_dim=128),

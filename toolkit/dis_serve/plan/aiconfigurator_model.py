@@ -95,10 +95,16 @@ def _quiet():
     return stack
 
 
-def bundled_model_config(aic_name: str) -> bool:
-    """AIConfigurator downloads configs it does not ship; we only use the ones it ships."""
-    filename = aic_name.replace("/", "--") + "_config.json"
-    return resources.files("aiconfigurator_core").joinpath("model_configs", filename).is_file()
+def model_config_path(aic_name: str) -> str | None:
+    """What AIConfigurator is handed for `aic_name`: the name, where it ships the config;
+    else the directory of the config we ship (it reads a local directory's config.json);
+    else None. It would download configs from Hugging Face, which a plan never waits on."""
+    filename = aic_name.replace("/", "--")
+    if resources.files("aiconfigurator_core").joinpath(
+            "model_configs", filename + "_config.json").is_file():
+        return aic_name
+    ours = resources.files("dis_serve").joinpath("builtin", "model_configs", filename)
+    return str(ours) if ours.joinpath("config.json").is_file() else None
 
 
 class AiconfiguratorModel(PerfModel):
@@ -115,7 +121,8 @@ class AiconfiguratorModel(PerfModel):
                 f"AIConfigurator has no measured data for GPU {target.gpu_name}")
         # The architecture from the model's own config, the formats from QUANT_MODES (not
         # from whichever quantized config AIConfigurator happens to ship).
-        self._model_path = target.aiconfigurator_name
+        self._model_name = target.aiconfigurator_name
+        self._model_path = model_config_path(target.aiconfigurator_name)
         self._modes = quant_modes(target)
         self._system = target.gpu.aiconfigurator_system
         with _quiet():
@@ -124,9 +131,9 @@ class AiconfiguratorModel(PerfModel):
         self._cache: dict[tuple, Any] = {}
 
     def _load(self) -> None:
-        if not bundled_model_config(self._model_path):
+        if self._model_path is None:
             raise AiconfiguratorUnavailable(
-                f"AIConfigurator ships no config for {self._model_path}")
+                f"AIConfigurator ships no config for {self._model_name}")
         from aiconfigurator.sdk.perf_database import (
             get_database_view,
             get_latest_database_version,
@@ -149,7 +156,7 @@ class AiconfiguratorModel(PerfModel):
         from importlib.metadata import version
 
         return (f"AIConfigurator {version('aiconfigurator-core')} measured database "
-                f"{self._system}/{BACKEND} {self._version}, model {self._model_path} (GEMM "
+                f"{self._system}/{BACKEND} {self._version}, model {self._model_name} (GEMM "
                 f"{self._modes['gemm_quant_mode']}, context attention "
                 f"{self._modes['fmha_quant_mode']}, KV cache {self._modes['kvcache_quant_mode']})")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from ..catalog import find_known_model
 from ..errors import RunError
 from ..topology import Backend, Mode, PlacementKind, PoolRole, Topology
 from .perf_model import ModelOnGpu
@@ -71,6 +72,18 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
         # What the Kubernetes frontend's CPU is sized for.
         "frontend": {"planned_rate_per_s": round(plan.rate, 2)},
     }
+    if request.checkpoint is not None:
+        data["model"]["prequantized"] = request.dtype.needs_quantized_checkpoint
+        if find_known_model(request.checkpoint) is not known:
+            # A path or an id the catalog does not know: the checks need the facts spelt out.
+            arch = known.architecture
+            data["model"]["architecture"] = {
+                "layers": arch.layers, "attention_heads": arch.attention_heads,
+                "kv_heads": arch.kv_heads, "hidden_size": arch.hidden_size,
+                "params_billion": arch.params_billion, "vocab_size": arch.vocab_size,
+                "max_position_embeddings": arch.max_position_embeddings}
+            if arch.explicit_head_dim is not None:
+                data["model"]["architecture"]["head_dim"] = arch.explicit_head_dim
     if request.price_per_gpu_hour is not None:
         data["hardware"]["price_per_gpu_hour"] = request.price_per_gpu_hour
     if request.autoscale and not mock:
@@ -186,6 +199,8 @@ def _take(free: list[int], node: int, tp: int, gpus_per_node: int) -> list[int]:
 
 
 def _checkpoint_id(request: PlanRequest) -> str:
+    if request.checkpoint is not None:
+        return request.checkpoint
     known = request.known_model
     assert known is not None
     checkpoint = known.checkpoint(request.dtype.value)

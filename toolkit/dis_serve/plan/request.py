@@ -117,6 +117,11 @@ class PlanRequest(BaseModel):
     dtype: WeightDtype = Field(default=WeightDtype.BF16, description="Weight format.")
     kv_cache_dtype: KvCacheDtype = Field(default=KvCacheDtype.BF16,
                                          description="KV-cache format.")
+    checkpoint: str | None = Field(
+        default=None, min_length=1,
+        description="Your own checkpoint in `dtype` (Hugging Face id or path), for a format "
+                    "the catalog publishes none of, such as a Model Optimizer FP8 export; the "
+                    "emitted topology loads it with model.prequantized: true.")
     isl: int | None = Field(default=None, gt=0, le=131072,
                             description="Prompt tokens per request.")
     osl: int | None = Field(default=None, gt=1, le=65536,
@@ -203,11 +208,20 @@ class PlanRequest(BaseModel):
         if self.trace is not None and self.arrival is Arrival.OFFLINE:
             raise ValueError("`trace` sets the arrivals by its timestamps; drop `arrival`")
         known = self.known_model
-        if known is not None and known.checkpoint(self.dtype.value) is None:
+        if (known is not None and known.checkpoint(self.dtype.value) is None
+                and self.checkpoint is None):
             # The plan ends in a topology that names the checkpoint its workers load.
             raise ValueError(f"no {self.dtype.value} checkpoint of {known.hf_id} is published "
                              "in the catalog; plan it with `dtype` one of "
-                             + ", ".join(known.checkpoints))
+                             + ", ".join(known.checkpoints) + ", or give `checkpoint`: your "
+                             f"own {self.dtype.value} export (NVIDIA Model Optimizer)")
+        context = known.architecture.max_position_embeddings if known else None
+        if context is not None and self.isl is not None and self.osl is not None and (
+                self.isl + CHAT_TEMPLATE_TOKENS + self.osl > context):
+            raise ValueError(
+                f"`isl` {self.isl} + `osl` {self.osl} (+ {CHAT_TEMPLATE_TOKENS} chat-template "
+                f"tokens) is longer than {known.hf_id}'s {context}-token context; shorten "
+                "them or plan a model with a longer context")
         return self
 
     @field_validator("model")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ..catalog import find_known_model
+from ..catalog import KNOWN_MODELS, find_known_model
 from ..sizing import GIB
 from .base import MAX_SYSTEM_PORT, is_valid_name
 from .enums import EtcdMode, Mode, NatsMode, PoolRole, ProcessKind, WeightDtype
@@ -33,7 +33,8 @@ def check_architecture(topo: TopologySpec) -> None:
     if topo.model.architecture is None and find_known_model(topo.model.id) is None:
         raise ValueError(
             f"model.architecture is required: {topo.model.id!r} is not in the catalog "
-            "(llama-3.1-70b, llama-3.1-8b, qwen3-32b); add architecture: {layers, "
+            f"({', '.join(k for k in KNOWN_MODELS if KNOWN_MODELS[k].aiconfigurator_name)}); "
+            "add architecture: {layers, "
             "attention_heads, kv_heads, hidden_size, params_billion} from its config.json")
 
 
