@@ -54,15 +54,11 @@ def graph_name(request: PlanRequest, plan: Candidate, mock: bool) -> str:
 def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
                   mock: bool = False, profile: Path | None = None) -> Topology:
     target = request.target()
-    known = request.known_model
-    assert known is not None
-    pools = {pool.role.value: pool.spec.model_dump(exclude_unset=True) for pool in plan.pools}
+    pools = _pools_section(plan, request)
     data: dict = {
         "name": graph_name(request, plan, mock),
         # The checkpoint that holds the planned weight format (TRT-LLM never quantizes).
-        "model": {"id": _checkpoint_id(request), "dtype": request.dtype.value,
-                  "kv_cache_dtype": request.kv_cache_dtype.value,
-                  "max_input_tokens": workload.max_isl, "max_output_tokens": workload.max_osl},
+        "model": _model_section(request, workload),
         "hardware": {"gpu": request.gpu.value, "gpus_per_node": request.gpus_per_node,
                      "nodes": math.ceil(plan.gpus / request.gpus_per_node)},
         "backend": (Backend.MOCKER if mock else Backend.TRTLLM).value,
@@ -72,18 +68,6 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
         # What the Kubernetes frontend's CPU is sized for.
         "frontend": {"planned_rate_per_s": round(plan.rate, 2)},
     }
-    if request.checkpoint is not None:
-        data["model"]["prequantized"] = request.dtype.needs_quantized_checkpoint
-        if find_known_model(request.checkpoint) is not known:
-            # A path or an id the catalog does not know: the checks need the facts spelt out.
-            arch = known.architecture
-            data["model"]["architecture"] = {
-                "layers": arch.layers, "attention_heads": arch.attention_heads,
-                "kv_heads": arch.kv_heads, "hidden_size": arch.hidden_size,
-                "params_billion": arch.params_billion, "vocab_size": arch.vocab_size,
-                "max_position_embeddings": arch.max_position_embeddings}
-            if arch.explicit_head_dim is not None:
-                data["model"]["architecture"]["head_dim"] = arch.explicit_head_dim
     if request.price_per_gpu_hour is not None:
         data["hardware"]["price_per_gpu_hour"] = request.price_per_gpu_hour
     if request.autoscale and not mock:
@@ -196,6 +180,38 @@ def _take(free: list[int], node: int, tp: int, gpus_per_node: int) -> list[int]:
     first = node * gpus_per_node + gpus_per_node - free[node]
     free[node] -= tp
     return list(range(first, first + tp))
+
+
+def _pools_section(plan: Candidate, request: PlanRequest) -> dict:
+    pools = {pool.role.value: pool.spec.model_dump(exclude_unset=True) for pool in plan.pools}
+    if request.kv_memory_fraction is not None:
+        # The KV cache the plan sized batches for, not the template's.
+        for role in (PoolRole.DECODE, PoolRole.AGG):
+            if role.value in pools:
+                pools[role.value]["free_gpu_memory_fraction"] = request.kv_memory_fraction
+    return pools
+
+
+def _model_section(request: PlanRequest, workload: Workload) -> dict:
+    known = request.known_model
+    assert known is not None
+    model: dict = {"id": _checkpoint_id(request), "dtype": request.dtype.value,
+                   "kv_cache_dtype": request.kv_cache_dtype.value,
+                   "max_input_tokens": workload.max_isl, "max_output_tokens": workload.max_osl}
+    if request.checkpoint is None:
+        return model
+    model["prequantized"] = request.dtype.needs_quantized_checkpoint
+    if find_known_model(request.checkpoint) is not known:
+        # A path or an id the catalog does not know: the checks need the facts spelt out.
+        arch = known.architecture
+        model["architecture"] = {
+            "layers": arch.layers, "attention_heads": arch.attention_heads,
+            "kv_heads": arch.kv_heads, "hidden_size": arch.hidden_size,
+            "params_billion": arch.params_billion, "vocab_size": arch.vocab_size,
+            "max_position_embeddings": arch.max_position_embeddings}
+        if arch.explicit_head_dim is not None:
+            model["architecture"]["head_dim"] = arch.explicit_head_dim
+    return model
 
 
 def _checkpoint_id(request: PlanRequest) -> str:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..builtin import template_kv_share
 from ..catalog import GpuSpec, ModelArchitecture
 from ..sizing import fit_worker_memory, kv_bytes_per_token
-from ..topology import KvCacheDtype, WeightDtype
+from ..topology import KvCacheDtype, PoolRole, WeightDtype
 
 
 class PerfSource(StrEnum):
@@ -109,6 +110,9 @@ class ModelOnGpu:
     kv_cache_dtype: KvCacheDtype
     gpu_name: str
     gpu: GpuSpec
+    kv_share: float = field(default_factory=lambda: template_kv_share(PoolRole.DECODE.value))
+    """The share of free GPU memory the KV cache of a worker holding sequences gets
+    (free_gpu_memory_fraction; decode and aggregated templates give the same)."""
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -121,7 +125,7 @@ class ModelOnGpu:
             arch=self.architecture, gpu=self.gpu,
             weight_bytes_per_param=self.dtype.bytes_per_param,
             kv_bytes_per_element=self.kv_cache_dtype.bytes_per_element,
-            tensor_parallel=tp, batch=1, seq_len=seq_len).max_batch
+            tensor_parallel=tp, batch=1, seq_len=seq_len, kv_share=self.kv_share).max_batch
 
     def runtime_batch(self, tp: int, seq_len: int) -> int:
         """The largest batch a worker of `tp` GPUs really runs with `seq_len`-token

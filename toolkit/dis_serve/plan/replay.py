@@ -138,15 +138,16 @@ class ReplayResult:
 
 
 def kv_blocks(target: ModelOnGpu, pool: PoolPlan, block_size: int = BLOCK_SIZE) -> int:
-    """KV blocks a worker of this pool has on the planned GPU (what TRT-LLM would allocate
-    after weights and runtime reserve), for the mocker to admit requests the same way."""
+    """KV blocks a worker of this pool has on the planned GPU (what TRT-LLM allocates: its
+    share of the memory beside weights and runtime), for the mocker to admit requests the
+    same way."""
     per_token = target.kv_bytes_per_token / pool.tp
     fit = fit_worker_memory(arch=target.architecture, gpu=target.gpu,
                             weight_bytes_per_param=target.dtype.bytes_per_param,
                             kv_bytes_per_element=target.kv_cache_dtype.bytes_per_element,
-                            tensor_parallel=pool.tp, batch=0, seq_len=1)
-    room = fit.gpu_memory_gib - fit.weights_gib - fit.reserve_gib
-    return max(1, int(room * 1024**3 / per_token) // block_size)
+                            tensor_parallel=pool.tp, batch=0, seq_len=1,
+                            kv_share=target.kv_share)
+    return max(1, int(fit.kv_room_gib * 1024**3 / per_token) // block_size)
 
 
 def engine_args(target: ModelOnGpu, plan: Candidate, pool: PoolPlan, profile: Path,

@@ -117,6 +117,11 @@ class PlanRequest(BaseModel):
     dtype: WeightDtype = Field(default=WeightDtype.BF16, description="Weight format.")
     kv_cache_dtype: KvCacheDtype = Field(default=KvCacheDtype.BF16,
                                          description="KV-cache format.")
+    kv_memory_fraction: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Share of free GPU memory the KV cache of decode and aggregated workers "
+                    "gets (free_gpu_memory_fraction; default: the engine templates', 0.85); "
+                    "the emitted topology sets it on those pools.")
     checkpoint: str | None = Field(
         default=None, min_length=1,
         description="Your own checkpoint in `dtype` (Hugging Face id or path), for a format "
@@ -248,10 +253,11 @@ class PlanRequest(BaseModel):
         known = self.known_model
         assert known is not None
         key = next(k for k, m in KNOWN_MODELS.items() if m is known)
+        share = {} if self.kv_memory_fraction is None else {"kv_share": self.kv_memory_fraction}
         return ModelOnGpu(name=key, aiconfigurator_name=known.aiconfigurator_name,
                           architecture=known.architecture, dtype=self.dtype,
                           kv_cache_dtype=self.kv_cache_dtype, gpu_name=self.gpu.value,
-                          gpu=GPUS[self.gpu])
+                          gpu=GPUS[self.gpu], **share)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import math
 
 from pydantic import Field
 
+from ..builtin import template_kv_share
 from ..catalog import GPUS
 from ..sizing import MemoryFit, fit_worker_memory
 from .base import Strict
@@ -126,7 +127,15 @@ class TopologySpec(Strict):
             arch=self.model.resolved_architecture(), gpu=GPUS[self.hardware.gpu],
             weight_bytes_per_param=self.model.dtype.bytes_per_param,
             kv_bytes_per_element=self.model.kv_cache_dtype.bytes_per_element,
-            tensor_parallel=pool.tensor_parallel, batch=pool.max_batch_size, seq_len=seq)
+            tensor_parallel=pool.tensor_parallel, batch=pool.max_batch_size, seq_len=seq,
+            kv_share=self.kv_share(role))
+
+    def kv_share(self, role: PoolRole) -> float:
+        """The pool's free_gpu_memory_fraction, else its role template's."""
+        pool = self.pools.get(role)
+        assert pool is not None
+        share = pool.free_gpu_memory_fraction
+        return share if share is not None else template_kv_share(role.value)
 
     def node_gpus(self) -> list[int]:
         """GPUs dis-serve may use on each node, in node order."""
