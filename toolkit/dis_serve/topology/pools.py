@@ -21,9 +21,10 @@ class Pool(Strict):
         description="Most tokens a worker schedules in one forward pass.")
     free_gpu_memory_fraction: float | None = Field(
         default=None, gt=0, le=1,
-        description="Share of free GPU memory TRT-LLM gives the KV cache (default: the "
-                    "role's template in configs/trtllm/, from NVIDIA's disagg recipe: prefill "
-                    "0.75, decode and agg 0.85).")
+        description="Share of free GPU memory TRT-LLM gives the KV cache, which the memory "
+                    "check sizes max_batch_size against (default: the role's template in "
+                    "configs/trtllm/, from NVIDIA's disagg recipe: prefill 0.75, decode and "
+                    "agg 0.85).")
     gpu_ids: list[list[int]] | None = Field(
         default=None,
         description="Explicit GPUs, one list of tensor_parallel ids per worker; ids count "
