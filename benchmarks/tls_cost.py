@@ -1,5 +1,5 @@
 """What TLS costs the serving path, the frontend's HTTPS included: the smoke sweep on the demo
-graph in four arms side by side in one run (issues 20 and 25).
+graph in four arms side by side in one run (issue 20).
 
 The arms are the same graph (1 prefill + 1 decode mocker, KV router, private ports 28900+)
 and differ only in `security.tls`:
@@ -16,9 +16,10 @@ planes in clear text; `planes` is there to tell the frontend's share from the pl
 Every run brings up a fresh graph and the arms take turns (plain planes https
 https+client-certs plain ...), so a drift of the shared machine favours none. The load is
 AIPerf through dis-serve's own compare runner (bench/runner.compare_arms, what `dis-serve
-compare` runs): benchmarks/smoke.yaml (concurrency 1 and 4) with fewer requests. Against an
-HTTPS frontend AIPerf trusts the graph's CA (SSL_CERT_FILE, empty SSL_CERT_DIR) and, when
-asked, presents the client certificate (bench/aiperf_site/sitecustomize.py), as `bench` does.
+compare` runs): benchmarks/smoke.yaml (concurrency 1 and 4, 24 requests each); the whole
+run takes about ten minutes on a 2-core machine. Against an HTTPS frontend AIPerf trusts
+the graph's CA (SSL_CERT_FILE, empty SSL_CERT_DIR) and, when asked, presents the client
+certificate (bench/aiperf_site/sitecustomize.py), as `bench` does.
 
 Per arm and concurrency: the median over the rounds of req/s, TTFT p50 and p90 and ITL p50,
 each arm's range over the rounds, and the ratio arm/plain. Target: against plain, every TLS
@@ -26,7 +27,7 @@ arm costs <= 5% of req/s and of TTFT p50 at every point; the exit status says (1
 A cost inside the two arms' run-to-run ranges is marked "~" (within spread): on a shared
 2-core machine that spread can exceed the effect.
 
-    flock /tmp/ds-integration.lock python benchmarks/tls_cost.py [--rounds 3] [--requests 12]
+    flock /tmp/ds-integration.lock python benchmarks/tls_cost.py [--rounds 6] [--requests 24]
     python benchmarks/tls_cost.py --dry-run
 
 Writes benchmarks/results/tls_cost.json; the compare report (compare.md, plots) stays in the
@@ -241,12 +242,13 @@ def frontend_share(summary: dict[str, dict], where: str, arm: str, name: str) ->
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="Runs per arm, the arms taking turns (default 3).")
-    parser.add_argument("--requests", type=int, default=12,
-                        help="Requests per sweep point (smoke.yaml has 24; default 12).")
-    parser.add_argument("--warmup", type=int, default=2,
-                        help="Warm-up requests per point (default 2).")
+    # 6 x 24: with 3 rounds of 12 requests the machine's noise was as large as the target.
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="Runs per arm, the arms taking turns (default 6).")
+    parser.add_argument("--requests", type=int, default=24,
+                        help="Requests per sweep point (default 24, as smoke.yaml).")
+    parser.add_argument("--warmup", type=int, default=4,
+                        help="Warm-up requests per point (default 4, as smoke.yaml).")
     parser.add_argument("--dry-run", action="store_true",
                         help="Write and validate the inputs, check the arms' rendered planes; "
                              "start nothing.")
