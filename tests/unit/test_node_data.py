@@ -1,7 +1,8 @@
 """Who owns a head node's etcd/NATS data directory (launch/node_data.py), tested with real
 processes: a child process claims a directory (the flock an agent takes), and is SIGKILLed
 as a keeper can be. A directory whose owner lives is never removed; one whose owner died is
-removed by the next start of the same graph, by `down`, or by `clear-data`."""
+removed by the next start of the same graph, by `down`, or by `clear-data` (the Slurm batch
+script's exit)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,18 @@ from pathlib import Path
 import psutil
 import pytest
 
+from conftest import GRAPHS
 from dis_serve.errors import RunError
 from dis_serve.launch.node_data import (
     claim_data_dir,
+    coordination_data_dir,
     lock_file,
     remove_stale_data_dirs,
     remove_unowned,
 )
+from dis_serve.launch.rundir import RunDir
+from dis_serve.topology import Topology
+from dis_serve.yaml_input import load_model_file
 
 # A process that claims the directory, writes etcd's "data", forks one child (a keeper's
 # supervisor shares the lock), says so, and waits to be killed.
@@ -167,3 +173,34 @@ def test_the_owners_directory_starts_empty_and_goes_on_release(tmp_path):
     assert list(path.iterdir()) == []
     claim.release()
     assert not path.exists() and not lock_file(path).exists()
+
+
+def _head_run_dir(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """A Slurm job's run directory and, as its batch shell sees it, the head's data
+    directory (TMPDIR and SLURM_JOB_ID as srun passes them on)."""
+    topo = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+    run = RunDir(tmp_path / "run")
+    run.prepare()
+    run.topology_file.write_text(topo.model_dump_json())
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "node-local"))
+    monkeypatch.setenv("SLURM_JOB_ID", "41")
+    return run.path, coordination_data_dir(topo, os.environ)
+
+
+def test_the_job_ends_clear_data_removes_what_a_killed_head_agent_left(tmp_path, owners,
+                                                                       monkeypatch, run_cli):
+    run_dir, path = _head_run_dir(tmp_path, monkeypatch)
+    owner = owners(path, "demo-3node-slurm")
+    owner.kill()
+    owner.kill_child()
+    result = run_cli("clear-data", run_dir)
+    assert result.exit_code == 0 and result.stdout.startswith(f"removed {path}")
+    assert not path.exists()
+
+
+def test_clear_data_leaves_a_live_head_agents_data(tmp_path, owners, monkeypatch, run_cli):
+    run_dir, path = _head_run_dir(tmp_path, monkeypatch)
+    owners(path, "demo-3node-slurm")
+    result = run_cli("clear-data", run_dir)
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert (path / "member").read_text() == "wal"
