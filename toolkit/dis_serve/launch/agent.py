@@ -35,6 +35,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,7 +208,7 @@ def run_agent(run_dir: Path, node: str) -> int:
             claim.release()
 
 
-def _orphan_cleanup(share: _NodeShare, claim: DataDirClaim | None):
+def _orphan_cleanup(share: _NodeShare, claim: DataDirClaim | None) -> Callable[[], int]:
     """The keeper's `supervise`: the node's supervisor, which also removes the data
     directory when it ends for good after its keeper was killed (no one else would)."""
     keeper = os.getpid()
