@@ -95,8 +95,9 @@ class Coordination(Strict):
                     "and NATS keep their data, in a private subdirectory "
                     "dis-serve-<user>/<graph>[-<Slurm job id>] (made 0700, owned by the head "
                     "node's agent through a lock, removed when it stops, else by `down`, the "
-                    "Slurm job's end or the graph's next start there). Default: $TMPDIR, else /tmp; never the shared "
-                    "run directory. A local graph keeps its data in its run directory.")
+                    "Slurm job's end or the graph's next start there). Default: $TMPDIR, "
+                    "else /tmp; never the shared run directory. A local graph keeps its data "
+                    "in its run directory.")
 
     @property
     def embedded(self) -> tuple[ProcessKind, ...]:
