@@ -279,6 +279,7 @@ def test_down_by_name_stops_every_node_and_clears_the_heads_data_even_without_it
     assert prepared.down.returncode == 0, prepared.down.stdout + prepared.down.stderr
     assert prepared.down.stdout.startswith(
         f"stopped {PREPARED} (every node agent stopped its node")
+    assert "removed" not in prepared.down.stdout  # the supervisor had removed it already
     assert [prepared.scripts[node].returncode for node in NODES] == [-signal.SIGKILL, 0, 0]
     for node in NODES:
         assert wait_until(lambda n=node: not _graph_processes(netns_cluster, n, prepared.run),

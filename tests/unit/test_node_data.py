@@ -204,3 +204,20 @@ def test_clear_data_leaves_a_live_head_agents_data(tmp_path, owners, monkeypatch
     result = run_cli("clear-data", run_dir)
     assert (result.exit_code, result.stdout) == (0, "")
     assert (path / "member").read_text() == "wal"
+
+
+def test_down_of_a_hosts_graph_on_its_head_removes_what_its_killed_agent_left(
+        tmp_path, owners, monkeypatch, run_cli):
+    monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "node-local"))
+    assert run_cli("prepare", GRAPHS / "demo-two-hosts.yaml").exit_code == 0
+    path = coordination_data_dir(load_model_file(Topology, GRAPHS / "demo-two-hosts.yaml"),
+                                 os.environ)
+    owner = owners(path, "demo-two-hosts")  # the head's agent, then killed outright
+    owner.kill()
+    owner.kill_child()
+    down = run_cli("down", "demo-two-hosts")
+    assert down.exit_code == 0, down
+    assert down.stdout.splitlines() == ["demo-two-hosts is not running (no node agent is)",
+                                        f"removed {path}, which no agent owned any more"]
+    assert not path.exists()
