@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import GRAPHS
+from conftest import GRAPHS, assert_one_line_error
 from dis_serve.errors import RunError
 from dis_serve.launch.node_data import (
     claim_data_dir,
@@ -221,3 +221,8 @@ def test_down_of_a_hosts_graph_on_its_head_removes_what_its_killed_agent_left(
     assert down.stdout.splitlines() == ["demo-two-hosts is not running (no node agent is)",
                                         f"removed {path}, which no agent owned any more"]
     assert not path.exists()
+
+
+def test_clear_data_of_a_directory_without_a_topology_says_so_in_one_line(tmp_path, run_cli):
+    result = run_cli("clear-data", tmp_path)
+    assert_one_line_error(result, "topology.json cannot be read", "RUN_DIR")

@@ -58,10 +58,19 @@ def clear_data(
 ) -> None:
     """On the head node (the Slurm batch script's exit, `down`): remove the graph's etcd and
     NATS data directory unless a live agent still owns it (launch/node_data.py)."""
+    from pydantic import ValidationError
+
+    from ..errors import UserInputError
     from ..launch.node_data import clear_data as clear
     from ..launch.rundir import RunDir
 
-    if (path := clear(RunDir(run_dir).read_topology(), os.environ)) is not None:
+    run = RunDir(run_dir)
+    try:
+        topo = run.read_topology()
+    except (OSError, ValidationError) as exc:
+        raise UserInputError(f"{run.topology_file} cannot be read ({type(exc).__name__})",
+                             key="RUN_DIR", fix="pass the run directory `up` wrote") from None
+    if (path := clear(topo, os.environ)) is not None:
         print(f"removed {path} (no agent owned it any more)")
 
 
