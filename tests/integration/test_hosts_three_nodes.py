@@ -2,7 +2,12 @@
 named hosts (198.18.0.11-13), each node's generated script started inside its own network
 namespace, as on three machines; each script hands over to its node's agent. Chat
 completions are served at the head node's address; a worker killed on n3 is restarted by
-n3's agent; SIGTERM to the scripts leaves no process of the graph in any namespace."""
+n3's agent; SIGTERM to the scripts leaves no process of the graph in any namespace.
+
+Then one graph `prepare`d and started by its node scripts, for the tests after in order:
+watched by name, a fault on a named node, the head's frontend, etcd and NATS each SIGKILLed
+and back within 10 s with a chat served, and `down` by name after the head's keeper was
+SIGKILLed, which leaves no process and no etcd/NATS data behind."""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ import signal
 import ssl
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -20,9 +27,11 @@ import psutil
 import pytest
 import yaml
 
+from chat_load import stream_chat
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
+from dis_serve.launch.node_data import coordination_data_dir, lock_file
 from dis_serve.render.hosts import render_hosts_files
 from dis_serve.topology import Topology
 from netns_cluster import NetnsCluster
@@ -129,6 +138,7 @@ def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_c
 
 PREPARED = "it-hostsw"
 PREPARED_BASE = 18970
+PREPARED_ENDPOINT = f"https://198.18.0.11:{PREPARED_BASE}"
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -142,8 +152,42 @@ def _observed(home: Path) -> tuple[int, dict]:
     return out.returncode, json.loads(out.stdout) if out.stdout.strip() else {}
 
 
-def test_a_prepared_graph_started_on_three_nodes_is_watched_faulted_and_stopped_by_name(
-        netns_cluster, tmp_path):
+@dataclass
+class PreparedGraph:
+    """The graph `prepare` wrote, its node scripts running in the namespaces; shared by the
+    tests below in order (a bring-up is the slow part), stopped by the last."""
+
+    home: Path
+    run: Path
+    scripts: dict[str, subprocess.Popen]
+    ca: ssl.SSLContext
+    down: subprocess.CompletedProcess[str] | None = None
+
+    def node_state(self, node: str) -> dict:
+        try:
+            return json.loads((self.run / f"state-{node}.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def chat_served(self) -> bool:
+        with httpx.Client(timeout=5, trust_env=False, verify=self.ca) as client:
+            outcome = stream_chat(client, PREPARED_ENDPOINT, "demo-model", max_tokens=8)
+        return outcome.ok and outcome.tokens == 8
+
+    def stop(self) -> None:
+        if self.down is None:
+            self.down = _cli(self.home, "down", PREPARED)
+        for script in self.scripts.values():
+            try:
+                script.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                script.send_signal(signal.SIGTERM)
+                script.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def prepared(netns_cluster, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("hosts-prepared")
     home = tmp_path / "home"
     data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), PREPARED,
                     PREPARED_BASE)
@@ -160,38 +204,87 @@ def test_a_prepared_graph_started_on_three_nodes_is_watched_faulted_and_stopped_
     scripts = {node: netns_cluster.popen_in(
         node, ["bash", str(run / f"node-{node}.sh")], env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True) for node in NODES}
+    graph = PreparedGraph(home, run, scripts,
+                          ssl.create_default_context(cafile=run / "tls" / "ca.pem"))
     try:
         assert wait_until(lambda: _observed(home)[1].get("phase") == "ready", timeout=90), \
             _observed(home)
-        code, observed = _observed(home)
-        assert code == 0 and observed["router"] == "prefill 1/1, decode 2/2"
-        assert {p["name"]: p["node"] for p in observed["processes"]} == {
-            "etcd": "n1", "nats": "n1", "frontend": "n1", "prefill-0": "n1",
-            "decode-0": "n2", "decode-1": "n3"}
-
-        # A fault on a named node goes through the run directory to that node's agent.
-        victim = _mocker_pid(netns_cluster, "n3")
-        fault = _cli(home, "fault", PREPARED, "--node", "n3", "--process", "decode-1")
-        assert fault.returncode == 0, fault.stdout + fault.stderr
-        assert "[n3] its agent started: inflict --process decode-1 --action kill" \
-            in fault.stdout
-        assert wait_until(lambda: not psutil.pid_exists(victim)
-                          or psutil.Process(victim).status() == psutil.STATUS_ZOMBIE, 10)
-        assert wait_until(lambda: next(p for p in _observed(home)[1].get("processes", [])
-                                       if p["name"] == "decode-1")["restarts"] == 1
-                          and _observed(home)[1]["phase"] == "ready", timeout=30)
+        yield graph
     finally:
-        down = _cli(home, "down", PREPARED)
-        for node in NODES:
-            try:
-                scripts[node].wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                scripts[node].send_signal(signal.SIGTERM)
-                scripts[node].wait(timeout=30)
-    assert down.returncode == 0, down.stdout + down.stderr
-    assert down.stdout.startswith(f"stopped {PREPARED} (every node agent stopped its node")
-    assert [scripts[node].returncode for node in NODES] == [0, 0, 0]
+        graph.stop()
+        # What a test that failed half-way left: the head's supervisor without its keeper.
+        for pid in netns_cluster.processes_in("n1"):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if str(run) in " ".join(psutil.Process(pid).cmdline()):
+                    psutil.Process(pid).kill()
+
+
+def test_a_prepared_graph_started_on_three_nodes_is_watched_by_name(prepared):
+    code, observed = _observed(prepared.home)
+    assert code == 0 and observed["router"] == "prefill 1/1, decode 2/2"
+    assert {p["name"]: p["node"] for p in observed["processes"]} == {
+        "etcd": "n1", "nats": "n1", "frontend": "n1", "prefill-0": "n1",
+        "decode-0": "n2", "decode-1": "n3"}
+
+
+def test_a_fault_on_a_named_node_goes_through_the_run_directory_to_its_agent(
+        prepared, netns_cluster):
+    victim = _mocker_pid(netns_cluster, "n3")
+    fault = _cli(prepared.home, "fault", PREPARED, "--node", "n3", "--process", "decode-1")
+    assert fault.returncode == 0, fault.stdout + fault.stderr
+    assert "[n3] its agent started: inflict --process decode-1 --action kill" \
+        in fault.stdout
+    assert wait_until(lambda: not psutil.pid_exists(victim)
+                      or psutil.Process(victim).status() == psutil.STATUS_ZOMBIE, 10)
+    assert wait_until(lambda: next(p for p in _observed(prepared.home)[1].get("processes", [])
+                                   if p["name"] == "decode-1")["restarts"] == 1
+                      and _observed(prepared.home)[1]["phase"] == "ready", timeout=30)
+
+
+@pytest.mark.parametrize("process", ["frontend", "etcd", "nats"])
+def test_a_sigkilled_head_process_is_back_within_10_s_with_a_chat_served(prepared, process):
+    """The head's agent restarts it; a streamed chat is served again within 10 s of the
+    kill (a frontend's restart fails the requests sent meanwhile, so it is retried)."""
+    state = prepared.node_state("n1")
+    victim = next(p["pid"] for p in state["processes"] if p["name"] == process)
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+
+    def back() -> bool:
+        now = prepared.node_state("n1")
+        proc = next((p for p in now.get("processes", []) if p["name"] == process), {})
+        return (now.get("phase") == "ready" and proc.get("pid") not in (None, victim)
+                and proc.get("state") == "ready")
+    assert wait_until(back, timeout=10), (process, prepared.node_state("n1"))
+    assert wait_until(prepared.chat_served, timeout=10 - (time.monotonic() - killed))
+    print(f"\n{process} on n1 SIGKILLed: back and serving after "
+          f"{time.monotonic() - killed:.1f} s")
+    assert all(script.poll() is None for script in prepared.scripts.values())
+
+
+def test_down_by_name_stops_every_node_and_clears_the_heads_data_even_without_its_keeper(
+        prepared, netns_cluster):
+    """The head's keeper SIGKILLed (its node script `exec`s the agent): the supervisor
+    serves on without it, and on `down` stops its node and removes etcd's and NATS's data
+    itself, which its keeper would have."""
+    data_dir = coordination_data_dir(Topology.model_validate_json(
+        (prepared.run / "topology.json").read_text()), os.environ)
+    assert data_dir.is_dir() and lock_file(data_dir).is_file()
+    keeper = prepared.scripts["n1"]
+    assert "agent" in psutil.Process(keeper.pid).cmdline()  # what the script exec'd
+    keeper.kill()
+    keeper.wait()
+    assert prepared.chat_served()
+    prepared.stop()
+    assert prepared.down.returncode == 0, prepared.down.stdout + prepared.down.stderr
+    assert prepared.down.stdout.startswith(
+        f"stopped {PREPARED} (every node agent stopped its node")
+    assert "removed" not in prepared.down.stdout  # the supervisor had removed it already
+    assert [prepared.scripts[node].returncode for node in NODES] == [-signal.SIGKILL, 0, 0]
     for node in NODES:
-        assert not _graph_processes(netns_cluster, node, run), node
-    code, observed = _observed(home)
+        assert wait_until(lambda n=node: not _graph_processes(netns_cluster, n, prepared.run),
+                          timeout=15), (node, _graph_processes(netns_cluster, node,
+                                                               prepared.run))
+    assert not data_dir.exists() and not lock_file(data_dir).exists()
+    code, observed = _observed(prepared.home)
     assert code == 0 and observed["phase"] == "stopped"

@@ -1,10 +1,11 @@
 """Watching a Slurm graph spread over three nodes from the client, as a local one is
 watched: `status` (text and JSON) and `doctor` list every node's processes with their node
-and the workers' registrations; `logs` reads a process on another node; and a whole node
-hung by `dis-serve fault --node` (SIGSTOP of its agent and its decode worker, through an
-srun step of the job on that node) makes the graph degraded while the other node's decode
-worker keeps serving, then ready again after SIGCONT. One graph for the module:
-graphs/demo-3node-slurm.yaml on the multi-node test bed (tests/netns_cluster.py)."""
+and the workers' registrations; `top --once` scrapes each node's frontend and workers at
+their addresses and counts a bounded load on each; `logs` reads a process on another node;
+and a whole node hung by `dis-serve fault --node` (SIGSTOP of its agent and its decode
+worker, through an srun step of the job on that node) makes the graph degraded while the
+other node's decode worker keeps serving, then ready again after SIGCONT. One graph for the
+module: graphs/demo-3node-slurm.yaml on the multi-node test bed (tests/netns_cluster.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
-from chat_load import StreamingChats
+from chat_load import StreamingChats, stream_chat
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
 from relocate import relocate
@@ -31,6 +33,7 @@ ENDPOINT = f"https://198.18.0.11:{BASE}"  # HTTPS off loopback, by default
 NODES = {"etcd": "node0", "nats": "node0", "frontend": "node0", "prefill-0": "node0",
          "decode-0": "node1", "decode-1": "node2"}
 PAUSE_S = 20
+TOP_WINDOW_S, TOP_REQUESTS = 6.0, 5
 
 
 def _cli(cluster, home: Path, *args: str, timeout: float = 120
@@ -97,6 +100,55 @@ def test_logs_read_a_process_and_an_agent_on_another_node(graph):
     agent = _cli(cluster, home, "logs", "agent-node2", "--name", NAME, "-n", "50")
     assert agent.returncode == 0, agent.stderr
     assert "[node2] ready after" in agent.stdout, agent.stdout
+
+
+def _top_once_around_requests(cluster, home: Path, run: RunDir) -> dict:
+    """`top NAME --once --json`, with TOP_REQUESTS streamed chats sent once its first
+    scrape is in (they end well inside the window)."""
+    top = subprocess.Popen(
+        [DIS_SERVE, "top", NAME, "--once", "--json", "--window", str(TOP_WINDOW_S)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=cluster.env | {"DIS_SERVE_HOME": str(home)})
+    try:
+        assert f"measuring {NAME}" in top.stderr.readline()
+        ca = ssl.create_default_context(cafile=run.path / "tls" / "ca.pem")
+        with httpx.Client(verify=ca, timeout=10) as client:
+            outcomes = [stream_chat(client, ENDPOINT, "demo-model", 8)
+                        for _ in range(TOP_REQUESTS)]
+        assert all(o.ok for o in outcomes), [o.problem for o in outcomes]
+        out, err = top.communicate(timeout=TOP_WINDOW_S + 30)
+    finally:
+        if top.poll() is None:
+            top.kill()
+            top.wait()
+    assert top.returncode == 0, err
+    return json.loads(out)
+
+
+def test_top_once_scrapes_every_nodes_processes_at_their_addresses(graph):
+    cluster, home, run = graph
+    frame = _top_once_around_requests(cluster, home, run)
+    rows = {p["name"]: p for p in frame["processes"]}
+    assert {name: p["node"] for name, p in rows.items()} == {
+        k: v for k, v in NODES.items() if k not in ("etcd", "nats")}
+    assert all(p["state"] == "ready" for p in rows.values()), rows
+    assert all(p["requests_per_s"] is not None and p["active"] == 0 for p in rows.values())
+    window = frame["window_s"]
+    assert (frame["frontend"]["requests"], frame["frontend"]["errors"]) == (TOP_REQUESTS, 0)
+    assert rows["frontend"]["requests_per_s"] * window == pytest.approx(TOP_REQUESTS)
+    # Each request went through node0's prefill worker and one of the two decode nodes.
+    assert rows["prefill-0"]["requests_per_s"] * window == pytest.approx(TOP_REQUESTS)
+    decoded = rows["decode-0"]["requests_per_s"] + rows["decode-1"]["requests_per_s"]
+    assert decoded * window == pytest.approx(TOP_REQUESTS)
+    pools = {p["pool"]: p for p in frame["pools"]}
+    assert (pools["decode"]["workers_ready"], pools["decode"]["workers_scraped"]) == (2, 2)
+    assert frame["unreachable"] == [] and frame["node_problems"] == []
+
+    text = _cli(cluster, home, "top", NAME, "--once", "--window", "1")
+    assert text.returncode == 0, text.stdout + text.stderr
+    drawn = {line.split()[0]: line.split()[1] for line in text.stdout.splitlines()
+             if line.split() and line.split()[0] in rows}
+    assert drawn == {name: p["node"] for name, p in rows.items()}, text.stdout
 
 
 def test_a_hung_node_degrades_the_graph_the_other_decode_worker_serves_then_it_is_ready(graph):

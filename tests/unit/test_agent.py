@@ -11,7 +11,7 @@ import pytest
 from conftest import GRAPHS
 from dis_serve.errors import UserInputError
 from dis_serve.launch.agent import NodeRunDir, node_launch_plan, runtime_values
-from dis_serve.launch.node_data import coordination_data_dir, make_data_dir
+from dis_serve.launch.node_data import claim_data_dir, coordination_data_dir
 from dis_serve.render.slurm import ADDRESSES_FILE, render_slurm_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
@@ -96,9 +96,10 @@ def test_the_topology_chooses_the_data_directory_over_tmpdir():
 
 def test_the_data_directory_and_its_per_user_parent_are_private(tmp_path):
     path = tmp_path / "base" / "dis-serve-me" / "graph-1"
-    make_data_dir(path)
+    claim = claim_data_dir(path, "graph")
     assert stat.S_IMODE(path.stat().st_mode) == 0o700
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    claim.release()
 
 
 def test_a_data_directory_that_is_a_link_is_refused(tmp_path):
@@ -106,7 +107,7 @@ def test_a_data_directory_that_is_a_link_is_refused(tmp_path):
     (tmp_path / "dis-serve-me").mkdir()
     (tmp_path / "dis-serve-me" / "graph").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(UserInputError, match="symbolic link"):
-        make_data_dir(tmp_path / "dis-serve-me" / "graph")
+        claim_data_dir(tmp_path / "dis-serve-me" / "graph", "graph")
 
 
 def test_a_relative_data_directory_is_one_line_naming_the_key():

@@ -10,7 +10,10 @@ import pytest
 from dis_serve.cli.app import build_app, help_paragraphs
 
 WIDTH = 100
-COMMANDS = [command.callback.__name__ for command in build_app().registered_commands]
+# Command name (Typer's: the function's, "_" as "-") -> its function.
+CALLBACKS = {command.name or command.callback.__name__.replace("_", "-"): command.callback
+             for command in build_app().registered_commands}
+COMMANDS = list(CALLBACKS)
 # Typer's own additions to an option's help start a line of their own on purpose.
 TYPER_NOTE = re.compile(r"\[(default|required|env var)")
 CELL_GAP = re.compile(r" {2,}")
@@ -70,8 +73,7 @@ def test_a_commands_help_wraps_its_description_and_options_as_prose(run_cli, mon
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_commands_help_shows_every_paragraph_of_its_docstring(run_cli, monkeypatch,
                                                                command):
-    callback = next(c.callback for c in build_app().registered_commands
-                    if c.callback.__name__ == command)
+    callback = CALLBACKS[command]
     shown = " ".join(CELL_GAP.sub(" ", help_text(run_cli, monkeypatch, command)).split())
     for paragraph in help_paragraphs(callback.__doc__).split("\n\n"):
         assert paragraph in shown

@@ -32,6 +32,7 @@ def test_prepare_writes_every_file_the_nodes_need_and_prints_what_to_run_where(
 def test_a_prepared_graph_no_node_has_started_is_starting_and_down_says_it_is_not_running(
         run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("DIS_SERVE_HOME", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "node-local"))  # where `down` looks for data
     assert run_cli("prepare", GRAPHS / "demo-two-hosts.yaml").exit_code == 0
     status = run_cli("status", "demo-two-hosts")
     assert status.exit_code == 0, status

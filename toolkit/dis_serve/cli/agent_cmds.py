@@ -6,6 +6,7 @@ people run it by hand only to start a node themselves.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -52,7 +53,29 @@ def inflict(
     apply_fault(state, process, FaultAction(action), duration)
 
 
+def clear_data(
+    run_dir: Annotated[Path, typer.Argument(help="The graph's run directory.")],
+) -> None:
+    """On the head node (the Slurm batch script's exit, `down`): remove the graph's etcd and
+    NATS data directory unless a live agent still owns it (launch/node_data.py)."""
+    from pydantic import ValidationError
+
+    from ..errors import UserInputError
+    from ..launch.node_data import clear_data as clear
+    from ..launch.rundir import RunDir
+
+    run = RunDir(run_dir)
+    try:
+        topo = run.read_topology()
+    except (OSError, ValidationError) as exc:
+        raise UserInputError(f"{run.topology_file} cannot be read ({type(exc).__name__})",
+                             key="RUN_DIR", fix="pass the run directory `up` wrote") from None
+    if (path := clear(topo, os.environ)) is not None:
+        print(f"removed {path} (no agent owned it any more)")
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
     app.command()(agent)
     app.command(hidden=True)(inflict)
+    app.command(hidden=True)(clear_data)  # clear-data

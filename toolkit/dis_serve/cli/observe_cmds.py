@@ -81,8 +81,29 @@ def _pool_cells(p) -> list[str]:
             _num(p.prefix_hit_pct, 1, "%")]
 
 
+# How a process's state reads in its row; anything else (gone, not answering) stands out.
+_STATE_STYLE = {"ready": None, "answering": None, "not started": "dim", "not ready": "yellow"}
+
+
+def _process_table(frame):
+    """One row per process with the node it runs on, as `status` lists them."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("process", "node", "state", "req/s", "active", "queue", "KV cache"):
+        table.add_column(column, justify="left" if column in ("process", "node", "state")
+                         else "right", no_wrap=True)
+    for p in frame.processes:
+        table.add_row(p.name, p.node or "-", p.state, _num(p.requests_per_s, 2),
+                      _num(p.active, 0), _num(p.queue, 0), _num(p.kv_cache_pct, 1, "%"),
+                      style=_STATE_STYLE.get(p.state, "bold red"))
+    return table
+
+
 def render_frame(frame):
-    """The frame as Rich renderables: the frontend's line, the pools, the verdict."""
+    """The frame as Rich renderables: the pools, (on several nodes) every process with its
+    node, the frontend's line, the verdict, what did not answer."""
     from rich import box
     from rich.console import Group
     from rich.table import Table
@@ -97,7 +118,11 @@ def render_frame(frame):
     for pool in frame.pools:
         table.add_row(*_pool_cells(pool),
                       style="bold red" if pool.pool is frame.bottleneck else None)
-    parts = [table, Text(_frontend_line(frame)), Text(frame.verdict, style="bold")]
+    parts = [table]
+    if any(p.node for p in frame.processes):
+        parts.append(_process_table(frame))
+    parts += [Text(_frontend_line(frame)), Text(frame.verdict, style="bold")]
+    parts += [Text(problem, style="bold red") for problem in frame.node_problems]
     if frame.unreachable:
         parts.append(Text("not answering: " + ", ".join(frame.unreachable), style="yellow"))
     return Group(*parts)
@@ -119,7 +144,8 @@ def _layout(name: str | None, url: str | None, client):
 
 def top(
     name: Annotated[str | None, typer.Argument(
-        help="Graph to watch (default: the only one in the run directory).")] = None,
+        help="Graph to watch, on this machine or on Slurm or hosts nodes (default: the only "
+             "one running in the run directory).")] = None,
     url: Annotated[str | None, typer.Option(
         "--url", help="Watch the graph whose frontend is at this URL instead (pools from "
                       "its router; no worker-side figures).")] = None,

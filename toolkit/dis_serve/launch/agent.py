@@ -21,7 +21,8 @@ beside the others, where the client reads it.
 - Across nodes the stop follows `ProcessKind.stop_rank` as locally (node_stop.py): the head
   stops NATS and etcd only after the other nodes' workers, as their state files say.
 - etcd's and NATS's data are on the head node's own disk (node_data.py), not the shared run
-  directory, and are removed when the head node's agent stops.
+  directory, owned by the head node's agent (a lock its supervisor shares) and removed when
+  it stops: by the keeper, or by the supervisor itself when its keeper was killed.
 
 dis-serve reaches the nodes as the Python that runs the agent: the shared virtual
 environment `up` submits from (Slurm without a container image), `python3` on the node's PATH
@@ -34,6 +35,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +59,7 @@ from .cluster_tls import prepare_node_tls
 from .events import describe
 from .graph import write_worker_inputs
 from .keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
-from .node_data import coordination_data_dir, make_data_dir, remove_data_dir
+from .node_data import DataDirClaim, claim_data_dir, coordination_data_dir
 from .node_stop import CrossNodeStop
 from .rundir import PRIVATE_FILE, RunDir
 from .secrets import GraphSecrets
@@ -193,18 +195,30 @@ def run_agent(run_dir: Path, node: str) -> int:
     values = runtime_values(cluster, node, run.path, data_dir=data_dir)
     own, whole = node_launch_plan(cluster, node, values, run.path, topo)
     run.prepare()
-    if head:  # a new job starts empty (a job id is reused by a new cluster)
-        remove_data_dir(data_dir)
-        make_data_dir(data_dir)
-    write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
-    _write_missing_inputs(topo, own, run.path)
-    secrets = prepare_node_tls(topo, node_processes(cluster, node), values, run.path)
-    share = _NodeShare(run, topo, cluster, own, whole, secrets)
+    # Owned before anything starts; a start refused here leaves the holder's data alone.
+    claim = claim_data_dir(data_dir, topo.name) if head else None
     try:
-        return keep_supervised(run, lambda: _supervise_node(share))
+        write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
+        _write_missing_inputs(topo, own, run.path)
+        secrets = prepare_node_tls(topo, node_processes(cluster, node), values, run.path)
+        share = _NodeShare(run, topo, cluster, own, whole, secrets)
+        return keep_supervised(run, _orphan_cleanup(share, claim))
     finally:
-        if head:  # the agent stops for good: etcd's and NATS's data go with it
-            remove_data_dir(data_dir)
+        if claim is not None:  # the agent stops for good: etcd's and NATS's data go with it
+            claim.release()
+
+
+def _orphan_cleanup(share: _NodeShare, claim: DataDirClaim | None) -> Callable[[], int]:
+    """The keeper's `supervise`: the node's supervisor, which also removes the data
+    directory when it ends for good after its keeper was killed (no one else would)."""
+    keeper = os.getpid()
+
+    def supervise() -> int:
+        code = _supervise_node(share)
+        if claim is not None and os.getppid() != keeper:
+            claim.release()
+        return code
+    return supervise
 
 
 @dataclass(frozen=True)

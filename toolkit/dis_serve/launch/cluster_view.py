@@ -91,16 +91,24 @@ def look_at_nodes(run: RunDir, plan: ClusterPlan, now: float | None = None) -> l
                      heartbeat=read_heartbeat(run.path, n.name, now)) for n in plan.nodes]
 
 
+def read_node_plan(run: RunDir, node: str) -> LaunchPlan | None:
+    """The node's processes as its agent resolved them (`plan-<node>.json`: its own
+    address in every probe and advertised host); None until it has written it."""
+    try:
+        return LaunchPlan.model_validate_json(read_own_text(run.path / f"plan-{node}.json"))
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
 def node_plans(run: RunDir, plan: ClusterPlan) -> LaunchPlan | None:
     """The whole graph's plan, resolved with every address, from the plans each node's agent
     wrote (`plan-<node>.json`); None until every agent has written its own."""
     parts = []
     for node in plan.nodes:
-        try:
-            parts.append(LaunchPlan.model_validate_json(
-                read_own_text(run.path / f"plan-{node.name}.json")))
-        except (OSError, ValueError, ValidationError):
+        part = read_node_plan(run, node.name)
+        if part is None:
             return None
+        parts.append(part)
     head = next(p for p, n in zip(parts, plan.nodes, strict=True) if n.head)
     return head.model_copy(update={"processes": [s for p in parts for s in p.processes]})
 

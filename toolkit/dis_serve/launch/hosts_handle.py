@@ -12,6 +12,7 @@ do) or copy it back.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from .cluster_view import (
     look_at_nodes,
     observe_cluster,
 )
+from .node_data import clear_data
 from .observed import (
     ObservedGraph,
     RegistrationsView,
@@ -165,11 +167,13 @@ class HostsHandle(RunHandle):
 
     def stop(self) -> StopReport:
         """Write `stop-request`; each agent stops its node in order. Waits until every
-        agent that ran has stopped (or is gone)."""
+        agent that ran has stopped (or is gone), then removes what a killed head agent left
+        of etcd's and NATS's data on this machine."""
         plan = self._run.read_cluster_plan()
         if not agents_running(look_at_nodes(self._run, plan)):
             return StopReport(name=self.name, was_running=False,
-                              lines=[f"{self.name} is not running (no node agent is)"])
+                              lines=[f"{self.name} is not running (no node agent is)",
+                                     *self._cleared()])
         request_stop(self._run.path)
         start = time.monotonic()
         while agents_running(looks := look_at_nodes(self._run, plan)):
@@ -182,4 +186,10 @@ class HostsHandle(RunHandle):
             time.sleep(POLL_S)
         return StopReport(name=self.name, was_running=True, lines=[
             f"stopped {self.name} (every node agent stopped its node after "
-            f"{time.monotonic() - start:.1f} s)"])
+            f"{time.monotonic() - start:.1f} s)", *self._cleared()])
+
+    def _cleared(self) -> list[str]:
+        """The head's etcd/NATS data left by an agent killed outright, when this machine is
+        the head node (node_data.py); elsewhere the next start there removes it."""
+        path = clear_data(self._run.read_topology(), os.environ)
+        return [] if path is None else [f"removed {path}, which no agent owned any more"]

@@ -69,9 +69,21 @@ class WorkerTarget(_Frozen):
 
     name: str
     pool: PoolRole
-    metrics_url: str
+    metrics_url: str | None = Field(
+        description="None: its address is not known yet (its node's agent has not started).")
     ready: bool | None = Field(default=None, description="None: not known (--url).")
     restarts: int | None = None
+    node: str | None = Field(default=None, description="The node it runs on (multi-node).")
+
+
+class NodeTarget(_Frozen):
+    """One node of a multi-node graph as its agent's files show it."""
+
+    name: str
+    started: bool = Field(description="Its agent has written its state or a heartbeat.")
+    gone: bool = Field(description="Its agent is hung, dead or stopped: nothing is scraped "
+                                   "there (a hung node's GET would cost a timeout a scrape).")
+    problem: str | None = Field(default=None, description="Why it is gone, as `status` says.")
 
 
 class GraphLayout(_Frozen):
@@ -85,10 +97,21 @@ class GraphLayout(_Frozen):
         default_factory=dict, description="max_batch_size of one worker of each pool.")
     frontend_tls: EndpointTls | None = Field(
         default=None, description="An https frontend's CA (and client certificate).")
+    frontend_ready: bool | None = None
+    frontend_node: str | None = None
+    nodes: list[NodeTarget] = Field(default_factory=list, description="Multi-node graphs.")
+
+    @property
+    def gone_nodes(self) -> set[str]:
+        return {n.name for n in self.nodes if n.gone}
 
     @property
     def urls(self) -> list[str]:
-        return [self.frontend_metrics_url, *(w.metrics_url for w in self.workers)]
+        """What a scrape fetches: every endpoint whose address is known, on no gone node."""
+        gone = self.gone_nodes
+        front = [] if self.frontend_node in gone else [self.frontend_metrics_url]
+        return [*front, *(w.metrics_url for w in self.workers
+                          if w.metrics_url is not None and w.node not in gone)]
 
 
 @dataclass(frozen=True)
@@ -139,6 +162,21 @@ class PoolFigures(_Frozen):
         description="The fuller of KV cache and batch slots, 0-1, where known.")
 
 
+class ProcessFigures(_Frozen):
+    """One process `top` scrapes (the frontend, each worker), with the node it runs on."""
+
+    name: str
+    node: str | None
+    pool: str = Field(description="frontend, or the worker's pool.")
+    state: str = Field(description="ready | not ready | answering (readiness not known) | "
+                                   "not answering | gone (its node is) | not started (its "
+                                   "node's agent has not said where it listens)")
+    requests_per_s: float | None = None
+    active: float | None = None
+    queue: float | None = Field(default=None, description="The worker's own queues.")
+    kv_cache_pct: float | None = Field(default=None, description="The engine's own gauge.")
+
+
 class TopFrame(_Frozen):
     graph: str
     window_s: float
@@ -147,6 +185,9 @@ class TopFrame(_Frozen):
     bottleneck: PoolRole | None
     verdict: str
     unreachable: list[str] = Field(default_factory=list)
+    processes: list[ProcessFigures] = Field(default_factory=list)
+    node_problems: list[str] = Field(
+        default_factory=list, description="Each gone node, as `status` says it.")
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -285,6 +326,49 @@ def bottleneck(pools: list[PoolFigures], frontend: FrontendFigures | None
     return worst.pool, reason
 
 
+def _process_state(layout: GraphLayout, node: str | None, url: str | None,
+                   ready: bool | None, before: GraphScrape, after: GraphScrape) -> str:
+    if node in layout.gone_nodes:
+        return "gone"
+    if url is None:
+        return "not started"
+    if before.pages.get(url) is None or after.pages.get(url) is None:
+        return "not answering"
+    return {True: "ready", False: "not ready", None: "answering"}[ready]
+
+
+def _worker_row(layout: GraphLayout, worker: WorkerTarget, before: GraphScrape,
+                after: GraphScrape, window_s: float) -> ProcessFigures:
+    state = _process_state(layout, worker.node, worker.metrics_url, worker.ready, before,
+                           after)
+    row = ProcessFigures(name=worker.name, node=worker.node, pool=worker.pool.value,
+                         state=state)
+    b, a = before.pages.get(worker.metrics_url or ""), after.pages.get(worker.metrics_url or "")
+    if state == "gone" or b is None or a is None:
+        return row
+    requests = increase(b, a, WORKER_REQUESTS, WORKER_ENDPOINT)
+    kv = a.total(KV_USAGE)
+    return row.model_copy(update={
+        "requests_per_s": None if requests is None else requests / window_s,
+        "active": a.total(ACTIVE, WORKER_ENDPOINT),
+        "queue": _sum([a.total(name) for name in WORKER_QUEUES]),
+        "kv_cache_pct": None if kv is None else 100.0 * kv})
+
+
+def process_figures(layout: GraphLayout, before: GraphScrape, after: GraphScrape,
+                    frontend: FrontendFigures | None) -> list[ProcessFigures]:
+    """The frontend's row, then each worker's, in the layout's order."""
+    window_s = max(after.at_s - before.at_s, 1e-9)
+    state = _process_state(layout, layout.frontend_node, layout.frontend_metrics_url,
+                           layout.frontend_ready, before, after)
+    front = ProcessFigures(name="frontend", node=layout.frontend_node, pool="frontend",
+                           state=state)
+    if frontend is not None and state != "gone":
+        front = front.model_copy(update={"requests_per_s": frontend.requests_per_s,
+                                         "active": frontend.active})
+    return [front, *(_worker_row(layout, w, before, after, window_s) for w in layout.workers)]
+
+
 def build_frame(layout: GraphLayout, before: GraphScrape, after: GraphScrape) -> TopFrame:
     window_s = max(after.at_s - before.at_s, 1e-9)
     f_before = before.pages.get(layout.frontend_metrics_url)
@@ -296,4 +380,6 @@ def build_frame(layout: GraphLayout, before: GraphScrape, after: GraphScrape) ->
     unreachable = [url for url in layout.urls
                    if before.pages.get(url) is None or after.pages.get(url) is None]
     return TopFrame(graph=layout.name, window_s=window_s, frontend=frontend, pools=pools,
-                    bottleneck=neck, verdict=verdict, unreachable=unreachable)
+                    bottleneck=neck, verdict=verdict, unreachable=unreachable,
+                    processes=process_figures(layout, before, after, frontend),
+                    node_problems=[n.problem for n in layout.nodes if n.problem])

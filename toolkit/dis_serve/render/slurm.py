@@ -10,8 +10,9 @@ container. The agents do the rest (launch/agent.py): start, wait within the mode
 budget, heal and stop each node's processes; the head's writes `endpoint` once every worker
 is registered. On `scancel --batch --signal=TERM` (`down`) the script makes
 `stop-request`, which every agent watches: each stops its node in order (a signal through
-Slurm reaches every process of a step at once). No wait, restart or stop logic lives in
-bash. Pure: text out.
+Slurm reaches every process of a step at once). At its end the script removes the head's
+etcd/NATS data that no agent owns any more (`clear-data`, launch/node_data.py). No wait,
+restart or stop logic lives in bash. Pure: text out.
 """
 
 from __future__ import annotations
@@ -208,6 +209,11 @@ def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
         "step.",
         f'stop_agents() {{ trap - TERM INT; touch "$RUN_DIR/{STOP_REQUEST_FILE}"; wait; }}',
         "trap stop_agents TERM INT",
+        "# At the job's end (this shell runs on the head node): etcd's and NATS's data, unless "
+        "an agent",
+        "# still owns it (one whose keeper was killed leaves it behind).",
+        f'clear_data() {{ {word(python)} -m dis_serve clear-data "$RUN_DIR" || true; }}',
+        "trap clear_data EXIT",
         echo_line(f"agents started on {len(plan.nodes)} nodes; {plan.endpoint} once "
                   f"{ENDPOINT_FILE} in the run directory exists"),
         "# The job runs while any agent does: a node whose agent stopped leaves the graph "

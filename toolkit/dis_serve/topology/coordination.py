@@ -93,9 +93,11 @@ class Coordination(Strict):
         default=None,
         description="Hosts and Slurm: node-local directory on the head node under which etcd "
                     "and NATS keep their data, in a private subdirectory "
-                    "dis-serve-<user>/<graph>[-<Slurm job id>] (made 0700, removed when the "
-                    "head node's agent stops). Default: $TMPDIR, else /tmp; never the shared "
-                    "run directory. A local graph keeps its data in its run directory.")
+                    "dis-serve-<user>/<graph>[-<Slurm job id>] (made 0700, owned by the head "
+                    "node's agent through a lock, removed when it stops, else by `down`, the "
+                    "Slurm job's end or the graph's next start there). Default: $TMPDIR, "
+                    "else /tmp; never the shared run directory. A local graph keeps its data "
+                    "in its run directory.")
 
     @property
     def embedded(self) -> tuple[ProcessKind, ...]:
