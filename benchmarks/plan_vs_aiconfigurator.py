@@ -64,7 +64,9 @@ CASES = [
      "ttft_ms": 1500, "itl_ms": 40},
     {"name": "qwen32b-fp8-h200-32", "model": "qwen3-32b", "aic_model": "Qwen/Qwen3-32B-FP8",
      "gpu": "h200", "system": "h200_sxm", "gpus": 32, "isl": 2000, "osl": 200,
-     "ttft_ms": 800, "itl_ms": 30, "dtype": "fp8", "kv_cache_dtype": "fp8"},
+     "ttft_ms": 800, "itl_ms": 30, "dtype": "fp8", "kv_cache_dtype": "fp8",
+     # The catalog publishes no FP8 Qwen3-32B: planned as a user's Model Optimizer export.
+     "checkpoint": "qwen3-32b-modelopt-fp8"},
     # Held out: added after the budget ranking prefers fewer GPUs among goodputs within one
     # back-off step, chosen before they were run, to show the change generalises.
     {"name": "70b-h200-24-mid", "model": "llama-3.1-70b",
@@ -123,7 +125,8 @@ def run_dis_serve(case: dict, work: Path) -> dict:
     request = build_request(
         model=case["model"], gpu=case["gpu"], isl=case["isl"], osl=case["osl"],
         budget=case["gpus"], ttft_ms=case["ttft_ms"], itl_ms=case["itl_ms"],
-        dtype=case.get("dtype"), kv_cache_dtype=case.get("kv_cache_dtype"))
+        dtype=case.get("dtype"), kv_cache_dtype=case.get("kv_cache_dtype"),
+        checkpoint=case.get("checkpoint"))
     started = time.perf_counter()
     outcome = run_plan(request, work)
     wall = time.perf_counter() - started
