@@ -151,8 +151,15 @@ def test_top_once_scrapes_every_nodes_processes_at_their_addresses(graph):
     assert drawn == {name: p["node"] for name, p in rows.items()}, text.stdout
 
 
+def _names_hung_node2(cluster, home) -> bool:
+    code, observed = _status(cluster, home)
+    return code == 3 and any(p.startswith("node node2: its agent")
+                             for p in observed.get("problems", []))
+
+
 def test_a_hung_node_degrades_the_graph_the_other_decode_worker_serves_then_it_is_ready(graph):
     cluster, home, run = graph
+    before = json.loads((run.path / "state-node2.json").read_text())
     with StreamingChats(ENDPOINT, "demo-model", threads=4, timeout_s=5,
                         verify=ssl.create_default_context(cafile=run.path / "tls" / "ca.pem")
                         ) as load:
@@ -163,10 +170,11 @@ def test_a_hung_node_degrades_the_graph_the_other_decode_worker_serves_then_it_i
             env=cluster.env | {"DIS_SERVE_HOME": str(home)})
         paused_at = time.monotonic()
         try:
-            assert wait_until(lambda: _status(cluster, home)[0] == 3, timeout=PAUSE_S - 4)
+            # A worker that stops answering can degrade the graph before the agent's heartbeat
+            # is 6 s stale; the hung node is named once it is.
+            assert wait_until(lambda: _names_hung_node2(cluster, home), timeout=PAUSE_S - 4)
             code, observed = _status(cluster, home)
             assert code == 3 and observed["phase"] == "degraded", observed
-            assert any(p.startswith("node node2: its agent") for p in observed["problems"])
             gone = {p["name"]: p["state"] for p in observed["processes"]}
             assert gone["decode-1"] == "gone" and gone["decode-0"] == "ready"
             degraded_at = time.monotonic()
@@ -187,4 +195,11 @@ def test_a_hung_node_degrades_the_graph_the_other_decode_worker_serves_then_it_i
         assert wait_until(lambda: load.served_between(recovered, time.monotonic()) >= 4,
                           timeout=15)
     state = json.loads((run.path / "state-node2.json").read_text())
-    assert state["processes"][0]["restarts"] == 0  # continued in place, not restarted
+    # The agent continued in place. Its worker did too, unless its etcd lease ran out while
+    # it was stopped (20 s is longer than Dynamo's lease): then Dynamo's runtime exits on
+    # waking ("Keep-alive lease expired") and the agent restarts it once.
+    assert state["supervisor_pid"] == before["supervisor_pid"]
+    worker = state["processes"][0]
+    assert worker["restarts"] == 0 or (
+        worker["restarts"] == 1 and "lease expired" in (run.path / "logs" / "decode-1.log")
+        .read_text()), worker
