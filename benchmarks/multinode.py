@@ -49,7 +49,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +60,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 sys.path.insert(0, str(REPO / "tests"))  # the test bed: tests/netns_cluster.py
+from chat_load import ClientThreads  # noqa: E402  (found through the line above)
+from chat_load import stream_chat as one_chat  # noqa: E402
+
 DIS_SERVE = str(Path(sys.executable).with_name("dis-serve"))
 LOCK = Path("/tmp/ds-integration.lock")
 GRAPH = REPO / "graphs" / "demo-3node-slurm.yaml"
@@ -191,11 +193,7 @@ class HostsArm(Arm):
         env = self.env | {"DIS_SERVE_RUN_DIR": str(run_dir),
                           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
         started = time.monotonic()
-        for node in HOSTS:
-            log = (run_dir / f"node-{node}.out").open("wb")
-            self.scripts[node] = self.cluster.popen_in(
-                node, ["bash", str(run_dir / f"node-{node}.sh")], env=env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True)
+        self.scripts = self.cluster.start_hosts_scripts(run_dir, HOSTS, env)
         endpoint = run_dir / ENDPOINT_FILE
         while not endpoint.is_file():
             dead = [n for n, p in self.scripts.items() if p.poll() is not None]
@@ -261,46 +259,34 @@ def all_ready(run_dir: Path) -> bool:
 def stream_chat(client: httpx.Client, endpoint: str) -> str | None:
     """One streaming chat (tests/chat_load.py's); None when it streamed to `[DONE]` with the
     tokens asked for, else what went wrong."""
-    from chat_load import stream_chat as one_chat
-
     outcome = one_chat(client, endpoint, MODEL, MAX_TOKENS)
     if outcome.problem is not None:
         return outcome.problem
     return None if outcome.tokens == MAX_TOKENS else f"{outcome.tokens} tokens, not {MAX_TOKENS}"
 
 
-class Load:
+class Load(ClientThreads):
     """Streaming chats from `clients` threads, each starting one every `interval_s` (a
     fixed arrival rate while the graph keeps up, so the failures of an outage scale with
     its length, not with how fast a refused connection returns); outcomes with their times."""
 
     def __init__(self, arm: Arm, clients: int = 2, interval_s: float = 0.2) -> None:
+        super().__init__(clients, join_timeout_s=15)
         self.arm = arm
         self.endpoint = arm.endpoint
         self.interval_s = interval_s
+        self.clients = clients
         self.outcomes: list[tuple[float, float, str | None]] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(k * interval_s / clients,),
-                                          daemon=True) for k in range(clients)]
 
-    def _run(self, offset_s: float) -> None:
+    def _run(self, k: int) -> None:
         with self.arm.client() as client:
-            next_at = time.monotonic() + offset_s
+            # The clients' starts spread evenly over one interval.
+            next_at = time.monotonic() + k * self.interval_s / self.clients
             while not self._stop.wait(max(0.0, next_at - time.monotonic())):
                 began = time.monotonic()
                 problem = stream_chat(client, self.endpoint)
                 self.outcomes.append((began, time.monotonic(), problem))
                 next_at = max(next_at + self.interval_s, time.monotonic())
-
-    def __enter__(self) -> Load:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=15)
 
     def failures(self, start: float, end: float) -> list[tuple[float, float, str | None]]:
         return [o for o in list(self.outcomes) if start <= o[1] <= end and o[2] is not None]

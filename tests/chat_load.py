@@ -58,25 +58,20 @@ def stream_chat(client: httpx.Client, endpoint: str, model: str, max_tokens: int
     return Outcome(started, time.monotonic(), tokens, problem)
 
 
-class StreamingChats:
-    def __init__(self, endpoint: str, model: str, *, threads: int = 4, max_tokens: int = 16,
-                 timeout_s: float = 5.0, verify: ssl.SSLContext | bool = True) -> None:
-        """`verify`: what an https endpoint is checked against (the graph's CA)."""
-        self.endpoint, self.model, self.max_tokens = endpoint, model, max_tokens
-        self.verify = verify
-        self.timeout_s = timeout_s
-        self.outcomes: list[Outcome] = []
+class ClientThreads:
+    """Client threads that run `_run(k)` (k: the thread's index) from entering the load to
+    leaving it; every load generator of the tests and benchmarks is one."""
+
+    def __init__(self, threads: int, join_timeout_s: float | None = None) -> None:
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        self._join_timeout_s = join_timeout_s
+        self._threads = [threading.Thread(target=self._run, args=(k,), daemon=True)
+                         for k in range(threads)]
 
-    def _run(self) -> None:
-        with httpx.Client(timeout=self.timeout_s, trust_env=False,
-                          verify=self.verify) as client:
-            while not self._stop.is_set():
-                self.outcomes.append(stream_chat(client, self.endpoint, self.model,
-                                                 self.max_tokens))
+    def _run(self, k: int) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> StreamingChats:
+    def __enter__(self):
         for thread in self._threads:
             thread.start()
         return self
@@ -84,7 +79,25 @@ class StreamingChats:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         for thread in self._threads:
-            thread.join(timeout=self.timeout_s + 5)
+            thread.join(timeout=self._join_timeout_s)
+
+
+class StreamingChats(ClientThreads):
+    def __init__(self, endpoint: str, model: str, *, threads: int = 4, max_tokens: int = 16,
+                 timeout_s: float = 5.0, verify: ssl.SSLContext | bool = True) -> None:
+        """`verify`: what an https endpoint is checked against (the graph's CA)."""
+        super().__init__(threads, join_timeout_s=timeout_s + 5)
+        self.endpoint, self.model, self.max_tokens = endpoint, model, max_tokens
+        self.verify = verify
+        self.timeout_s = timeout_s
+        self.outcomes: list[Outcome] = []
+
+    def _run(self, _k: int) -> None:
+        with httpx.Client(timeout=self.timeout_s, trust_env=False,
+                          verify=self.verify) as client:
+            while not self._stop.is_set():
+                self.outcomes.append(stream_chat(client, self.endpoint, self.model,
+                                                 self.max_tokens))
 
     def served_between(self, start: float, end: float) -> int:
         """Requests that completed, every token streamed, within [start, end]."""

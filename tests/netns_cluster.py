@@ -249,6 +249,17 @@ class NetnsCluster(SlurmDaemons):
     def popen_in(self, node: str, argv: list[str], **kwargs) -> subprocess.Popen:
         return subprocess.Popen(self.command_in(node, *argv), **kwargs)
 
+    def start_hosts_scripts(self, run_dir: Path, nodes, env) -> dict[str, subprocess.Popen]:
+        """Each node's rendered `node-<node>.sh` in its namespace, as an operator starts it
+        on that host: its output in `node-<node>.out` beside it, in a session of its own."""
+        scripts = {}
+        for node in nodes:
+            with (run_dir / f"node-{node}.out").open("wb") as log:
+                scripts[node] = self.popen_in(node, ["bash", str(run_dir / f"node-{node}.sh")],
+                                              env=env, stdout=log, stderr=subprocess.STDOUT,
+                                              start_new_session=True)
+        return scripts
+
     def processes_in(self, node: str) -> list[int]:
         """Pids of every process in the node's namespace (its slurmd included)."""
         return namespace_pids(self.namespace(node))

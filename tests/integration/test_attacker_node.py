@@ -280,12 +280,7 @@ def test_a_hosts_graph_refuses_every_attempt_from_a_node_without_its_files(
                      name=topo.model.id)
     env = os.environ | {"DIS_SERVE_RUN_DIR": str(run_dir), TOKEN_ENV: token,
                         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    scripts = {}
-    for node in NODES:
-        log = (run_dir / f"node-{node}.out").open("wb")
-        scripts[node] = netns_cluster.popen_in(node, ["bash", str(run_dir / f"node-{node}.sh")],
-                                               env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True)
+    scripts = netns_cluster.start_hosts_scripts(run_dir, NODES, env)
     try:
         assert wait_until((run_dir / "endpoint").is_file, timeout=90), \
             (run_dir / "node-n1.out").read_text()[-2000:]

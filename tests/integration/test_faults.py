@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import psutil
 import pytest
 import yaml
 
+from chat_load import ClientThreads
 from conftest import REPO, aiperf_processes, wait_until
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.rundir import RunDir
@@ -47,29 +47,19 @@ def _chat(graph) -> bool:
     return response.status_code == 200
 
 
-class _Load:
+class _Load(ClientThreads):
     """Chat requests back to back from two threads, each outcome kept with its end time."""
 
     def __init__(self, graph) -> None:
+        super().__init__(2)
         self.graph = graph
         self.outcomes: list[tuple[float, bool]] = []
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run) for _ in range(2)]
 
-    def _run(self) -> None:
+    def _run(self, _k: int) -> None:
         while not self._stop.is_set():
             ok = _chat(self.graph)
             self.outcomes.append((time.monotonic(), ok))
 
-    def __enter__(self) -> _Load:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
 
     def failed_between(self, start: float, end: float) -> int:
         return sum(1 for at, ok in list(self.outcomes) if start <= at <= end and not ok)

@@ -93,12 +93,7 @@ def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_c
     # The scripts call etcd, nats-server and python3 by name, as on a node that has them.
     env = os.environ | {"DIS_SERVE_RUN_DIR": str(run_dir),
                         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    scripts = {}
-    for node in NODES:
-        log = (run_dir / f"node-{node}.out").open("wb")
-        scripts[node] = netns_cluster.popen_in(node, ["bash", str(run_dir / f"node-{node}.sh")],
-                                               env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True)
+    scripts = netns_cluster.start_hosts_scripts(run_dir, NODES, env)
     # HTTPS off loopback by default, the head's certificate signed by the graph's CA.
     endpoint = f"https://198.18.0.11:{BASE}"
     ca = ssl.create_default_context(cafile=run_dir / "tls" / "ca.pem")
