@@ -146,32 +146,28 @@ def nats_clear_text_attempt(address: str, subject: str = ">") -> str:
     return f"refused ({'server requires TLS; ' if wants_tls else ''}{said})"
 
 
-def etcd_http_attempt(url: str, body: dict) -> str:
-    """ACCEPTED when etcd's JSON gateway at `url` (e.g. .../v3/kv/range) answers 200 to a
-    client without a certificate that checks nothing; else what it said."""
+def _http_attempt(method: str, url: str, **kwargs) -> str:
+    """ACCEPTED when `url` answers 200 to a client without the graph's files (no CA: it
+    checks nothing; no client certificate); else what it said."""
     import httpx
 
     try:
-        reply = httpx.post(url, json=body, verify=False, trust_env=False, timeout=5)
+        reply = httpx.request(method, url, verify=False, trust_env=False, timeout=5, **kwargs)
     except httpx.HTTPError as exc:
         return _refused(exc)
     if reply.status_code == 200:
         return ACCEPTED
     return f"refused (HTTP {reply.status_code}: {reply.text.strip()[:60]})"
+
+
+def etcd_http_attempt(url: str, body: dict) -> str:
+    """What etcd's JSON gateway at `url` (e.g. .../v3/kv/range) answers such a client."""
+    return _http_attempt("POST", url, json=body)
 
 
 def frontend_attempt(url: str) -> str:
-    """ACCEPTED when the OpenAI endpoint at `url` (http:// or https://) lists its models to a
-    client without the graph's files (no CA: it checks nothing; no client certificate)."""
-    import httpx
-
-    try:
-        reply = httpx.get(f"{url}/v1/models", verify=False, trust_env=False, timeout=5)
-    except httpx.HTTPError as exc:
-        return _refused(exc)
-    if reply.status_code == 200:
-        return ACCEPTED
-    return f"refused (HTTP {reply.status_code}: {reply.text.strip()[:60]})"
+    """Whether the OpenAI endpoint at `url` (http:// or https://) lists its models to it."""
+    return _http_attempt("GET", f"{url}/v1/models")
 
 
 def tcp_reachable(address: str) -> bool:

@@ -43,11 +43,17 @@ def _verify(tls_dir: Path, node: str, address: str) -> None:
     verifier.verify(_cert(node_pki_paths(tls_dir, node).server_cert), [])
 
 
-def test_each_nodes_agent_signs_a_server_certificate_for_its_own_address(tmp_path):
-    write_cluster_ca(THREE_NODES, tmp_path)
-    plan = _plan(tmp_path)
+def _every_node_prepared(run_dir: Path):
+    """The graph's CA, then each node's agent's own files, as a started graph has them."""
+    write_cluster_ca(THREE_NODES, run_dir)
+    plan = _plan(run_dir)
     for node in plan.nodes:
-        prepare_node_tls(THREE_NODES, node, {}, tmp_path)
+        prepare_node_tls(THREE_NODES, node, {}, run_dir)
+    return plan
+
+
+def test_each_nodes_agent_signs_a_server_certificate_for_its_own_address(tmp_path):
+    plan = _every_node_prepared(tmp_path)
     tls = tmp_path / "tls"
     for node, address in zip(plan.nodes, ADDRESSES, strict=True):
         _verify(tls, node.name, address)
@@ -65,10 +71,7 @@ def test_an_address_known_only_on_the_node_is_resolved_before_it_is_signed(tmp_p
 
 
 def test_the_keys_are_0600_in_0700_directories_and_never_in_the_plan(tmp_path):
-    write_cluster_ca(THREE_NODES, tmp_path)
-    plan = _plan(tmp_path)
-    for node in plan.nodes:
-        prepare_node_tls(THREE_NODES, node, {}, tmp_path)
+    plan = _every_node_prepared(tmp_path)
     tls = tmp_path / "tls"
     for path in [tls, *tls.rglob("*")]:
         mode = stat.S_IMODE(path.stat().st_mode)
