@@ -64,18 +64,6 @@ def nats_answers(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bo
         return False
 
 
-def listen_host(spec: ProcessSpec) -> str:
-    """The address a server process is probed at: its probe URL's host, its TCP probe's
-    host, else loopback (a multi-node graph's etcd and NATS listen on the head's address
-    only)."""
-    from urllib.parse import urlsplit
-
-    probe = spec.readiness
-    if probe.url:
-        return urlsplit(probe.url).hostname or "127.0.0.1"
-    return probe.host or "127.0.0.1"
-
-
 def _get_json(client: httpx.Client, url: str) -> tuple[int, object]:
     """Status code and JSON body (None if not JSON); (0, None) when nothing answers."""
     import httpx
@@ -113,7 +101,7 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
 
         port = urlsplit(probe.url).port
         assert port is not None
-        accepts = tcp_accepts(port, listen_host(spec))
+        accepts = tcp_accepts(port, spec.probed_host)
         return Probe(answered=accepts, ready=accepts)
     if probe.kind is ProbeKind.TCP:
         assert probe.port is not None

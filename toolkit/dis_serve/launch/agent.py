@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..atomic_file import write_atomic
 from ..errors import RunError, UserInputError
-from ..probes import http_client, listen_host, router_view, tcp_accepts
+from ..probes import http_client, router_view, tcp_accepts
 from ..render.cluster_plan import (
     CLUSTER_PLAN_FILE,
     DATA_DIR_VAR,
@@ -148,7 +148,7 @@ def node_launch_plan(plan: ClusterPlan, node: str, values: dict[str, str], run_d
 def _wait_for_head(whole: LaunchPlan, deadline: float, stop: threading.Event) -> None:
     """Until etcd and NATS on the head node accept connections (RunError at the deadline)."""
     infra = [p for p in whole.processes if p.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
-    targets = [(spec.name, listen_host(spec), spec.ports["client"]) for spec in infra]
+    targets = [(spec.name, spec.probed_host, spec.ports["client"]) for spec in infra]
     while not stop.is_set():
         waiting = [t for t in targets if not tcp_accepts(t[2], t[1])]
         if not waiting:

@@ -122,7 +122,7 @@ def doctor_target(run: RunDir) -> DoctorTarget:
         nats_tls=tls if nats.mode is NatsMode.EMBEDDED else None,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
         frontend_tls=plan.endpoint_tls,
-        worker_metrics=_worker_metrics(topo, plan, endpoints),
+        worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
         expected=expectations(topo), graph=topo.name, plan=plan, pids=pids)
 
 
@@ -148,29 +148,16 @@ def _plan_and_pids(run: RunDir) -> tuple[LaunchPlan, dict[int, str]]:
                              else {})
 
 
-def _worker_metrics(topo, plan: LaunchPlan, endpoints) -> list[str]:
-    """Each worker's `/metrics`: at the frontend's host on one machine, at the address its
-    own node's agent resolved (where its probe goes) on a multi-node graph."""
-    from ..probes import listen_host
-    from ..render.metrics_endpoints import FRONTEND
-
-    if not topo.placement.kind.multi_node:
-        return [e.url for e in endpoints if e.pool != FRONTEND]
-    return [f"http://{listen_host(w)}:{w.ports['system']}/metrics" for w in plan.workers]
-
-
 def _at_process(url: str, plan: LaunchPlan, kind: ProcessKind) -> str:
     """`url` pointed at where the plan's embedded `kind` process listens (an external
     server's URL is left as it is)."""
     from urllib.parse import urlsplit
 
-    from ..probes import listen_host
-
     spec = next((p for p in plan.processes if p.kind is kind), None)
     if spec is None:
         return url
     parts = urlsplit(url)
-    return parts._replace(netloc=f"{listen_host(spec)}:{spec.ports['client']}").geturl()
+    return parts._replace(netloc=f"{spec.probed_host}:{spec.ports['client']}").geturl()
 
 
 def read_registrations(run: RunDir) -> RegistrationsView:

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING
 from ..probes import (
     RouterView,
     http_client,
-    listen_host,
     probe_process,
     router_view,
     tcp_accepts,
@@ -195,7 +194,7 @@ class Supervisor:
         (the frontend and the workers at once: workers wait for the planes, not for it)."""
         planes = {id(p): p for needed in waiting.values() for p in needed}.values()
         accepting = {id(p) for p in planes if p.state in _LIVE
-                     and all(tcp_accepts(port, listen_host(p.spec))
+                     and all(tcp_accepts(port, p.spec.probed_host)
                              for port in p.spec.ports.values())}
         for slot in self._slots:
             needed = waiting.get(id(slot))

@@ -19,9 +19,9 @@ from ..launch.cluster_view import (
     read_node_plan,
 )
 from ..launch.rundir import RunDir
-from ..probes import listen_host
 from ..render.cluster_plan import ClusterPlan
 from ..render.launch_plan import LaunchPlan
+from ..render.metrics_endpoints import worker_metrics_url
 from ..security.pki_files import EndpointTls
 from ..topology import ProcessKind, Topology
 from .frame import GraphLayout, NodeTarget, WorkerTarget
@@ -37,8 +37,7 @@ def _node_workers(look: NodeLook, resolved: LaunchPlan | None) -> list[WorkerTar
         found, seen = specs.get(spec.name), observed.get(spec.name)
         workers.append(WorkerTarget(
             name=spec.name, pool=spec.role, node=look.node.name,
-            metrics_url=None if found is None
-            else f"http://{listen_host(found)}:{found.ports['system']}/metrics",
+            metrics_url=None if found is None else worker_metrics_url(found, found.probed_host),
             ready=seen.ready if seen is not None and look.state is not None else None,
             restarts=seen.restarts if seen is not None and look.state is not None else None))
     return workers

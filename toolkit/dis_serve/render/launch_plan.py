@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -82,6 +83,15 @@ class ProcessSpec(BaseModel):
     node: int = Field(default=0, description="Node index (multi-node graphs).")
     gpus: list[int] = Field(default_factory=list, description="GPU ids on its node.")
     readiness: Readiness
+
+    @property
+    def probed_host(self) -> str:
+        """The address it serves at, where its probe goes: the probe URL's host, the TCP
+        probe's host, else loopback (a multi-node graph's etcd, NATS and workers listen on
+        their node's address only)."""
+        if self.readiness.url:
+            return urlsplit(self.readiness.url).hostname or "127.0.0.1"
+        return self.readiness.host or "127.0.0.1"
 
 
 class RenderContext(BaseModel):
