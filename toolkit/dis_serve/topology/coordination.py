@@ -18,12 +18,26 @@ class Etcd(Strict):
     url: str | None = Field(default=None, description="Client URL when external.")
     client_port: Port = Field(default=2379, description="Client port when embedded.")
     peer_port: Port = Field(default=2380, description="Peer port when embedded.")
+    members: int | None = Field(
+        default=None, ge=1, le=5,
+        description="Embedded etcd members, each on its own node (1, 3 or 5: a cluster keeps "
+                    "serving while a majority lives). Default: 3 on hosts and Slurm graphs "
+                    "of three or more nodes, else 1.")
 
     @model_validator(mode="after")
     def _url_matches_mode(self) -> Etcd:
         if self.mode is EtcdMode.EXTERNAL and not self.url:
             raise ValueError("etcd.mode is external but etcd.url is missing; set "
                              "url: http://HOST:2379 or use mode: embedded")
+        return self
+
+    @model_validator(mode="after")
+    def _members_are_odd(self) -> Etcd:
+        if self.members is not None and self.members % 2 == 0:
+            raise ValueError(f"coordination.etcd.members {self.members} is even: etcd keeps "
+                             f"serving while a majority of members lives, and {self.members} "
+                             f"members survive no more losses than {self.members - 1}; use "
+                             f"{self.members - 1} or {self.members + 1}")
         return self
 
     @property

@@ -19,7 +19,7 @@ from ..catalog import GPUS
 from ..sizing import MemoryFit, fit_worker_memory
 from .base import Strict
 from .coordination import Coordination
-from .enums import Backend, EventPlane, Mode, PoolRole
+from .enums import Backend, EtcdMode, EventPlane, Mode, PoolRole
 from .frontend import Frontend, Router
 from .kubernetes import Autoscale, Kubernetes
 from .model import Hardware, Model
@@ -114,6 +114,25 @@ class TopologySpec(Strict):
         exposed = self.placement.kind.multi_node or (
             host != "localhost" and not ipaddress.ip_address(host).is_loopback)
         return self.security.frontend_tls(exposed)
+
+    @property
+    def frontend_replicas(self) -> int:
+        """Frontends the graph runs: `frontend.replicas`, else 2 on a hosts or Slurm graph of
+        two or more nodes (each on its own node) and 1 otherwise."""
+        if self.frontend.replicas is not None:
+            return self.frontend.replicas
+        return 2 if self.placement.kind.multi_node and len(self.node_gpus()) >= 2 else 1
+
+    @property
+    def etcd_members(self) -> int:
+        """Members of the embedded etcd (0 when etcd is external): `coordination.etcd.
+        members`, else 3 on a hosts or Slurm graph of three or more nodes and 1 otherwise."""
+        etcd = self.coordination.etcd
+        if etcd.mode is not EtcdMode.EMBEDDED:
+            return 0
+        if etcd.members is not None:
+            return etcd.members
+        return 3 if self.placement.kind.multi_node and len(self.node_gpus()) >= 3 else 1
 
     @property
     def publishes_engine_metrics(self) -> bool:
