@@ -38,7 +38,8 @@ WORKER_ENV = MappingProxyType({
     # NCCL may not mix CUDA-graph-captured and eager collectives on one communicator.
     "NCCL_GRAPH_MIXING_SUPPORT": "0",
     # The transports UCX may use for the KV transfer: InfiniBand RC/DC/UD, CUDA copies and
-    # IPC within a node, TCP as the fallback.
+    # IPC within a node, TCP as the fallback. (Dynamo's own sweep launcher, components/
+    # backends/trtllm/performance_sweeps/scripts/start_worker.sh, unsets it instead.)
     "UCX_TLS": "rc,dc,ud,cuda_copy,cuda_ipc,tcp",
 })
 # Read off a running Dynamo 1.6.1 graph and its catalog (dynamo/prometheus_names.py); the
