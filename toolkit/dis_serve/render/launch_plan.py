@@ -148,10 +148,27 @@ def client_host(bind_host: str, own_address: str = LOOPBACK) -> str:
     return own_address if bind_host in ("0.0.0.0", "::") else bind_host  # noqa: S104
 
 
+class EtcdMember(BaseModel):
+    """One member of a multi-member embedded etcd: its name and the peer URL the others reach
+    it at (its node's address)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    peer_url: str
+
+
+# etcd's own setting for how a member starts: a new cluster, or joining one that runs. The
+# member's agent sets it (launch/etcd_members.py: a member whose data is gone rejoins).
+ETCD_CLUSTER_STATE_ENV = "ETCD_INITIAL_CLUSTER_STATE"
+
+
 def etcd_spec(topo: Topology, etcd_bin: str, host: str, data_dir: str,
-              tls: PkiPaths | None = None) -> ProcessSpec:
-    """Embedded etcd listening (clients and its single peer) on `host` only; with `tls`,
-    HTTPS with client certificates required."""
+              tls: PkiPaths | None = None, *, member: str | None = None,
+              members: list[EtcdMember] | None = None, name: str = "etcd") -> ProcessSpec:
+    """Embedded etcd listening (clients and peers) on `host` only; with `tls`, HTTPS with
+    client certificates required of clients and peers. With `members`, this is member
+    `member` of that cluster (named by node, one per node), bootstrapped with the graph's
+    namespace as its token; else the graph's only member."""
     etcd = topo.coordination.etcd
     scheme = "https" if tls else "http"
     client = f"{scheme}://{host}:{etcd.client_port}"
@@ -161,13 +178,19 @@ def etcd_spec(topo: Topology, etcd_bin: str, host: str, data_dir: str,
     readiness = (Readiness(kind=ProbeKind.TCP, port=etcd.client_port,
                            host=None if host == LOOPBACK else host) if tls
                  else Readiness(kind=ProbeKind.HTTP, url=f"{client}/health"))
+    if members:
+        assert member is not None
+        cluster = ["--initial-cluster", ",".join(f"{m.name}={m.peer_url}" for m in members),
+                   "--initial-cluster-token", topo.namespace]
+        etcd_name = member
+    else:
+        cluster, etcd_name = ["--initial-cluster", f"{topo.namespace}={peer}"], topo.namespace
     return ProcessSpec(
-        name="etcd", kind=ProcessKind.ETCD,
-        argv=[etcd_bin, "--name", topo.namespace, "--data-dir", data_dir,
+        name=name, kind=ProcessKind.ETCD,
+        argv=[etcd_bin, "--name", etcd_name, "--data-dir", data_dir,
               "--listen-client-urls", client, "--advertise-client-urls", client,
               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-              "--initial-cluster", f"{topo.namespace}={peer}",
-              *(etcd_tls_args(tls) if tls else []),
+              *cluster, *(etcd_tls_args(tls) if tls else []),
               "--log-level", "warn"],
         ports={"client": etcd.client_port, "peer": etcd.peer_port},
         readiness=readiness,

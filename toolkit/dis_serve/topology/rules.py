@@ -344,5 +344,5 @@ def check_security(topo: TopologySpec) -> None:
 
 # In the order they run: the first broken rule is the one reported.
 RULES = (check_name, check_architecture, check_placement, check_replicas, check_pools,
-         check_parallelism, check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory, check_ports,
-         check_kv_buffer, check_autoscale, check_security)
+         check_parallelism, check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory,
+         check_ports, check_kv_buffer, check_autoscale, check_security)
