@@ -39,6 +39,21 @@ class WorkerSlot:
 
 
 @dataclass(frozen=True)
+class ServiceSlot:
+    """One process of a service the graph runs besides its workers (an etcd or NATS member,
+    a frontend replica, its balancer or floating address), on its node."""
+
+    kind: ProcessKind
+    index: int
+    count: int
+    """How many the graph runs: a lone one keeps the kind's own name."""
+
+    @property
+    def name(self) -> str:
+        return self.kind.value if self.count == 1 else f"{self.kind.value}-{self.index}"
+
+
+@dataclass(frozen=True)
 class NodeLayout:
     index: int
     name: str
@@ -47,13 +62,16 @@ class NodeLayout:
     gpus: int
     head: bool
     workers: tuple[WorkerSlot, ...]
-    services: tuple[ProcessKind, ...] = ()
-    """The processes besides workers, in start order: on the head node the coordination
-    processes the graph runs itself (none when etcd and NATS are external) and the frontend."""
+    slots: tuple[ServiceSlot, ...] = ()
+    """The processes besides workers, in start order (`service_slots`)."""
+
+    @property
+    def services(self) -> tuple[ProcessKind, ...]:
+        return tuple(slot.kind for slot in self.slots)
 
     @property
     def processes(self) -> list[str]:
-        return [kind.value for kind in self.services] + [w.name for w in self.workers]
+        return [slot.name for slot in self.slots] + [w.name for w in self.workers]
 
 
 def gpu_assignment(topo: Topology) -> dict[PoolRole, list[list[int]]]:
@@ -78,11 +96,38 @@ def head_index(topo: Topology) -> int:
     return hosts.head_index if hosts is not None else 0
 
 
+def nodes_from_head(topo: Topology) -> list[int]:
+    """Node indices in the order services are spread over them: the head first, then the
+    nodes after it, wrapping around."""
+    count, head = len(topo.node_gpus()), head_index(topo)
+    return [(head + i) % count for i in range(count)]
+
+
+def service_slots(topo: Topology) -> dict[int, list[ServiceSlot]]:
+    """Node index -> its services, in start order: etcd members on the first
+    `etcd_members` nodes from the head on, a NATS member on each of `nats_members`, frontend
+    replicas on the first `frontend_replicas`; with several replicas, a balancer on each node
+    that has one (and its share of the floating address when there is one): each on its own
+    node, so that losing a node loses one of each."""
+    order = nodes_from_head(topo)
+    replicas = topo.frontend_replicas
+    entry = (ProcessKind.BALANCER,) + (
+        (ProcessKind.VRRP,) if topo.frontend.floating_address is not None else ())
+    entry_nodes = min(replicas, len(order)) if replicas > 1 else 0
+    counts = [(ProcessKind.ETCD, topo.etcd_members), (ProcessKind.NATS, topo.nats_members),
+              (ProcessKind.FRONTEND, replicas), *((kind, entry_nodes) for kind in entry)]
+    placed: dict[int, list[ServiceSlot]] = {i: [] for i in order}
+    for kind, count in counts:
+        for index in range(count):
+            placed[order[index % len(order)]].append(ServiceSlot(kind, index, count))
+    return placed
+
+
 def node_layout(topo: Topology) -> list[NodeLayout]:
     slots = worker_slots(topo)
     hosts = topo.placement.hosts
     head = head_index(topo)
-    services = (*topo.coordination.embedded, ProcessKind.FRONTEND)
+    services = service_slots(topo)
     layout = []
     for index, gpus in enumerate(topo.node_gpus()):
         if hosts is not None:
@@ -94,7 +139,7 @@ def node_layout(topo: Topology) -> list[NodeLayout]:
         layout.append(NodeLayout(index=index, name=name, address=address, gpus=gpus,
                                  head=index == head,
                                  workers=tuple(s for s in slots if s.node == index),
-                                 services=services if index == head else ()))
+                                 slots=tuple(services[index])))
     return layout
 
 

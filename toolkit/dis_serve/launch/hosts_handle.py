@@ -32,7 +32,7 @@ from .cluster_view import (
     look_at_nodes,
     observe_cluster,
 )
-from .node_data import clear_data
+from .node_data import clear_data, data_dir_nodes
 from .observed import (
     ObservedGraph,
     RegistrationsView,
@@ -189,7 +189,7 @@ class HostsHandle(RunHandle):
             f"{time.monotonic() - start:.1f} s)", *self._cleared()])
 
     def _cleared(self) -> list[str]:
-        """The head's etcd/NATS data left by an agent killed outright, when this machine is
-        the head node (node_data.py); elsewhere the next start there removes it."""
-        path = clear_data(self._run.read_topology(), os.environ)
-        return [] if path is None else [f"removed {path}, which no agent owned any more"]
+        """The nodes' data directories left by agents killed outright, on this machine
+        (node_data.py); elsewhere the next start there removes them."""
+        paths = clear_data(self._run.read_topology(), os.environ, data_dir_nodes(self._run))
+        return [f"removed {path}, which no agent owned any more" for path in paths]

@@ -39,6 +39,22 @@ CHECK_INTERVAL_MS = 500
 CHECK_TIMEOUT_S = 1
 # A stream may go quiet this long (a long prefill) before the balancer gives up on it.
 STREAM_IDLE_TIMEOUT = "10m"
+# In the node's own data directory (node-local, private): the monitor keepalived and the
+# agent's probe ask, keepalived's pid files, and the agent's bid.
+MONITOR_SOCKET = "balancer.sock"
+VRRP_PID_FILES = ("keepalived.pid", "keepalived-vrrp.pid")
+BID_FILE = "vrrp-bid"
+MONITOR_URL = "http://balancer/healthz"
+
+
+def balancer_config_name(node: str) -> str:
+    """haproxy's config of `node`, in the run directory (written by its agent at start)."""
+    return f"balancer-{node}.cfg"
+
+
+def vrrp_config_name(node: str) -> str:
+    """keepalived's config of `node`, in the run directory (written by its agent)."""
+    return f"vrrp-{node}.conf"
 
 
 class Replica(BaseModel):

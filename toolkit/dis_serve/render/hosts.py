@@ -10,6 +10,7 @@ text out.
 
 from __future__ import annotations
 
+from ..errors import UserInputError
 from ..placement import node_layout
 from ..topology import KvInterconnect, NatsAuth, Topology
 from ..topology.security import TlsMode
@@ -46,9 +47,31 @@ def render_hosts_plan(topo: Topology) -> ClusterPlan:
     if hosts is not None:
         addresses = [n.address for n in hosts.nodes]
     else:
+        topo = services_on_the_head(topo)
         addresses = [runtime(HEAD_ADDRESS if node.head else NODE_ADDRESS)
                      for node in node_layout(topo)]
     return render_cluster_plan(topo, ClusterContext(run_dir=RUN_DIR, node_addresses=addresses))
+
+
+def services_on_the_head(topo: Topology) -> Topology:
+    """A graph whose node scripts learn only their own and the head's address (no
+    placement.hosts): every service on the head, as nothing else can find another node's
+    member. UserInputError when the topology asks for more."""
+    coord = topo.coordination
+    asked = [key for key, value in (("frontend.replicas", topo.frontend.replicas),
+                                    ("coordination.etcd.members", coord.etcd.members),
+                                    ("coordination.nats.members", coord.nats.members))
+             if value is not None and value > 1]
+    if asked:
+        raise UserInputError(f"{asked[0]} is above 1, but the hosts scripts of a graph without "
+                             "placement.hosts learn only their own and the head's address",
+                             key=asked[0], fix="list every node's address in placement.hosts")
+    data = topo.model_dump(mode="json", exclude_unset=True)
+    data["frontend"] = {**data.get("frontend", {}), "replicas": 1}
+    data["coordination"] = {**data.get("coordination", {})}
+    for plane in ("etcd", "nats"):
+        data["coordination"][plane] = {**data["coordination"].get(plane, {}), "members": 1}
+    return Topology.model_validate(data)
 
 
 def _required_names(node: NodeProcesses, plan: ClusterPlan) -> list[str]:

@@ -72,6 +72,16 @@ class Nats(Strict):
     mode: NatsMode = Field(default=NatsMode.EMBEDDED, description="embedded | external | off.")
     url: str | None = Field(default=None, description="Server URL when external.")
     port: Port = Field(default=4222, description="Client port when embedded.")
+    members: int | None = Field(
+        default=None, ge=1, le=64,
+        description="Embedded NATS members, on the first nodes from the head on, routing to "
+                    "each other (a cluster): each node's processes connect to their own "
+                    "node's member, else the head's. Default: one on every node of a hosts "
+                    "or Slurm graph (a process restarted while its member is down cannot "
+                    "connect: Dynamo 1.6.1 takes one NATS URL), 1 on one machine.")
+    cluster_port: Port = Field(
+        default=6222,
+        description="The port NATS members route to each other on (mutual TLS).")
     auth: NatsAuth | None = Field(
         default=None, description="Token authentication (clients and the embedded server).")
 

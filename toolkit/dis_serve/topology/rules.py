@@ -119,12 +119,13 @@ def check_replicas(topo: TopologySpec) -> None:
         raise ValueError(f"frontend.replicas {topo.frontend_replicas} is more than {where}: "
                          "each replica runs on its own node, so that losing a node loses "
                          f"one; set frontend.replicas to {nodes} or fewer")
-    members = topo.coordination.etcd.members
-    if members is not None and members > 1 and (not multi or members > nodes):
-        raise ValueError(f"coordination.etcd.members {members} needs {members} nodes of a "
-                         f"hosts or Slurm graph (one member each), and this graph has "
-                         f"{nodes if multi else 'one machine'}; set members: 1"
-                         + (" or add nodes" if multi else ""))
+    for plane in ("etcd", "nats"):
+        members = getattr(topo.coordination, plane).members
+        if members is not None and members > 1 and (not multi or members > nodes):
+            raise ValueError(f"coordination.{plane}.members {members} needs {members} nodes "
+                             "of a hosts or Slurm graph (one member each), and this graph has "
+                             f"{nodes if multi else 'one machine'}; set members: 1"
+                             + (" or add nodes" if multi else ""))
     for key, value in (("floating_address", front.floating_address),
                        ("balancer_url", front.balancer_url)):
         if value is not None and not multi:
@@ -265,6 +266,8 @@ def check_ports(topo: TopologySpec) -> None:
     nats = topo.coordination.nats
     if nats.mode is NatsMode.EMBEDDED:
         claim(nats.port, ProcessKind.NATS.port_key("client"))
+        if topo.nats_members > 1:
+            claim(nats.cluster_port, ProcessKind.NATS.port_key("cluster"))
     workers = sum(p.workers for _, p in topo.active_pools())
     base = topo.observability.system_port_base
     # Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit number.
