@@ -103,6 +103,9 @@ class Engine:
     # them as tasks of one step (None: one process per worker).
     mpi_launcher: str | None = None
     requires: PythonRequirement | None = None  # what a local worker imports (preflight)
+    # What one worker adds to a machine's memory, MiB of unique memory as measured
+    # (launch/preflight.py says how); None: it depends on the model.
+    worker_uss_mib: int | None = None
     # Installed distributions that decide what its runs measure (the fingerprint's).
     distributions: tuple[str, ...] = ()
     metrics: EngineMetrics = field(default_factory=EngineMetrics)

@@ -48,7 +48,7 @@ class TopologySpec(Strict):
                     "Lower-case letters, digits and dashes.")
     model: Model = Field(description="The model being served.")
     hardware: Hardware = Field(default_factory=Hardware, description="The GPUs.")
-    backend: Backend = Field(default=DEFAULT_BACKEND, description="trtllm | mocker.")
+    backend: Backend = Field(default=DEFAULT_BACKEND, description=f"{' | '.join(Backend)}.")
     mode: Mode = Field(default=Mode.DISAGG, description="agg | disagg.")
     pools: Pools = Field(description="Worker pools.")
     router: Router = Field(default_factory=Router, description="Frontend router.")
