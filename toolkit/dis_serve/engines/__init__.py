@@ -47,10 +47,9 @@ def worker_metrics() -> EngineMetrics:
     """The engine metric names `top`, bench and the dashboards read, which do not know
     which engine a worker runs: each figure under the one name every registered engine that
     publishes it uses (tests/unit/test_engines.py checks that they agree)."""
-    names = {}
-    for figure in ("kv_usage", "queue", "kv_transfer_latency", "kv_transfer_speed"):
-        names[figure] = next((getattr(e.metrics, figure) for e in ENGINES.values()
-                              if getattr(e.metrics, figure) is not None), None)
+    names = {figure: next((getattr(e.metrics, figure) for e in ENGINES.values()
+                           if getattr(e.metrics, figure) is not None), None)
+             for figure in EngineMetrics.FIGURES}
     deprecated = tuple(dict.fromkeys(n for e in ENGINES.values() for n in e.metrics.deprecated))
     return EngineMetrics(**names, deprecated=deprecated)
 
