@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 from dis_serve import engines
 from dis_serve.engines import ENGINES, engine_for, planned_engine, twin_engine, worker_metrics
+from dis_serve.engines.base import EngineMetrics
 from dis_serve.errors import UserInputError
 from dis_serve.topology import Backend
 
@@ -111,6 +112,6 @@ def test_engines_that_publish_a_figure_publish_it_under_one_name():
     # `top`, bench and the dashboards do not know which engine a worker runs: they read one
     # name per figure (engines.worker_metrics).
     merged = worker_metrics()
-    for figure in ("kv_usage", "queue", "kv_transfer_latency", "kv_transfer_speed"):
+    for figure in EngineMetrics.FIGURES:
         names = {getattr(e.metrics, figure) for e in ENGINES.values()} - {None}
         assert names <= {getattr(merged, figure)}, figure

@@ -25,32 +25,31 @@ def engine_for(backend: Backend) -> Engine:
     return engine
 
 
+def _only(found: list[Engine], what: str) -> Engine:
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} registered engines {what}; the planner needs one")
+    return found[0]
+
+
 def planned_engine() -> Engine:
     """The engine the planner sizes graphs for: the one AIConfigurator's database times."""
-    found = [e for e in ENGINES.values() if e.aiconfigurator_backend is not None]
-    if len(found) != 1:
-        raise LookupError(f"{len(found)} engines name an AIConfigurator backend; the "
-                          "planner models one")
-    return found[0]
+    return _only([e for e in ENGINES.values() if e.aiconfigurator_backend is not None],
+                 "have an AIConfigurator backend")
 
 
 def twin_engine() -> Engine:
     """The engine the planner's mock graph runs: the one that imitates a planned graph."""
-    found = [e for e in ENGINES.values() if e.twin_settings is not None]
-    if len(found) != 1:
-        raise LookupError(f"{len(found)} engines imitate a planned graph; the planner "
-                          "writes one mock graph")
-    return found[0]
+    return _only([e for e in ENGINES.values() if e.twin_settings is not None],
+                 "imitate a planned graph")
 
 
 def worker_metrics() -> EngineMetrics:
     """The engine metric names `top`, bench and the dashboards read, which do not know
     which engine a worker runs: each figure under the one name every registered engine that
     publishes it uses (tests/unit/test_engines.py checks that they agree)."""
-    names = {}
-    for figure in ("kv_usage", "queue", "kv_transfer_latency", "kv_transfer_speed"):
-        names[figure] = next((getattr(e.metrics, figure) for e in ENGINES.values()
-                              if getattr(e.metrics, figure) is not None), None)
+    names = {figure: next((getattr(e.metrics, figure) for e in ENGINES.values()
+                           if getattr(e.metrics, figure) is not None), None)
+             for figure in EngineMetrics.FIGURES}
     deprecated = tuple(dict.fromkeys(n for e in ENGINES.values() for n in e.metrics.deprecated))
     return EngineMetrics(**names, deprecated=deprecated)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..topology import Backend, PoolRole, Topology
 
@@ -47,11 +47,12 @@ class EngineMetrics:
     """The names of the figures an engine's workers publish on their `/metrics` (None: they
     publish none); `top`, bench's server figures and the dashboards read them."""
 
-    kv_usage: str | None = None
-    queue: str | None = None
-    kv_transfer_latency: str | None = None
-    kv_transfer_speed: str | None = None
-    deprecated: tuple[str, ...] = ()
+    FIGURES: ClassVar = ("kv_usage", "queue", "kv_transfer_latency", "kv_transfer_speed")
+    kv_usage: str | None = None  # gauge: the fraction of the worker's KV blocks in use
+    queue: str | None = None  # gauge: requests waiting in the engine
+    kv_transfer_latency: str | None = None  # histogram: measured KV transfers
+    kv_transfer_speed: str | None = None  # histogram
+    deprecated: tuple[str, ...] = ()  # names it still publishes that readers avoid
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,9 @@ class Engine:
     # them as tasks of one step (None: one process per worker).
     mpi_launcher: str | None = None
     requires: PythonRequirement | None = None  # what a local worker imports (preflight)
+    # What one worker adds to a machine's memory, MiB of unique memory as measured
+    # (launch/preflight.py says how); None: it depends on the model.
+    worker_uss_mib: int | None = None
     # Installed distributions that decide what its runs measure (the fingerprint's).
     distributions: tuple[str, ...] = ()
     metrics: EngineMetrics = field(default_factory=EngineMetrics)

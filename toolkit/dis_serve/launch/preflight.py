@@ -140,17 +140,17 @@ def visible_gpus() -> int:
 # (graphs/demo.yaml, Dynamo 1.6.1, Python 3.11), idle after 20 chat requests: what each
 # process adds is its unique memory (USS: etcd 30, NATS 17, frontend 83, a mocker worker 30
 # of its 112 resident); the rest of a Python process's resident memory is libraries every
-# one of them maps from the same files, counted once. TensorRT-LLM workers are left out:
-# their host memory depends on the model and engine, and check_backend checks the GPUs.
+# one of them maps from the same files, counted once. A worker's figure is its engine's
+# (`worker_uss_mib`, engines/): none for TensorRT-LLM, whose host memory depends on the
+# model and engine (check_backend checks the GPUs).
 MEASURED_USS_MIB = {ProcessKind.ETCD: 30, ProcessKind.NATS: 17, ProcessKind.FRONTEND: 83}
-MOCKER_WORKER_USS_MIB = 30
 SHARED_LIBRARIES_MIB = 80
 
 
 def process_memory_mib(spec: ProcessSpec, topo: Topology) -> int | None:
     """What one process of the plan adds to the machine's memory (None: not known)."""
     if spec.kind is ProcessKind.WORKER:
-        return MOCKER_WORKER_USS_MIB if engine_for(topo.backend).needs_model_card else None
+        return engine_for(topo.backend).worker_uss_mib
     return MEASURED_USS_MIB.get(spec.kind)
 
 

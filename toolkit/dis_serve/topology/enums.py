@@ -101,6 +101,7 @@ class ProcessKind(StrEnum):
     """haproxy in front of several frontend replicas (render/balancer.py)."""
     VRRP = "vrrp"
     """keepalived, which moves the floating address between the balancers' nodes."""
+    PLANNER = "planner"  # Dynamo's planner (`autoscale`), on the head node
 
     def restart_policy(self, supervision: Supervision) -> Restart:
         """This kind's restart policy in the topology's `supervision` section (the balancer
@@ -113,6 +114,13 @@ class ProcessKind(StrEnum):
     def is_entry(self) -> bool:
         """What stands between clients and the frontends (balancer, floating address)."""
         return self in (ProcessKind.BALANCER, ProcessKind.VRRP)
+
+    @property
+    def gates_readiness(self) -> bool:
+        """The graph is ready only once this process is: not the planner, which takes ~25 s
+        to start (two 10 s waits for profiling data the workers do not serve) and routes no
+        request; `status` shows it starting meanwhile, and a failed planner degrades."""
+        return self is not ProcessKind.PLANNER
 
     @property
     def is_coordination(self) -> bool:
@@ -130,16 +138,18 @@ class ProcessKind(StrEnum):
 
     @property
     def serves_alone(self) -> bool:
-        """The graph cannot serve without this very process (a worker has pool peers)."""
-        return self is not ProcessKind.WORKER
+        """The graph cannot serve without this very process (a worker has pool peers; the
+        planner routes nothing)."""
+        return self not in (ProcessKind.WORKER, ProcessKind.PLANNER)
 
     @property
     def stop_rank(self) -> int:
-        """Kinds stop in rising rank: the floating address and the balancer first, then the
-        frontend (no new requests), then the workers, then NATS, then etcd (which the others
-        deregister from)."""
-        return {ProcessKind.VRRP: 0, ProcessKind.BALANCER: 1, ProcessKind.FRONTEND: 2,
-                ProcessKind.WORKER: 3, ProcessKind.NATS: 4, ProcessKind.ETCD: 5}[self]
+        """Kinds stop in rising rank: the planner (no more decisions), the floating address
+        and the balancer, the frontend (no new requests), then the workers, then NATS, then
+        etcd (which the others deregister from)."""
+        return {ProcessKind.PLANNER: -1, ProcessKind.VRRP: 0, ProcessKind.BALANCER: 1,
+                ProcessKind.FRONTEND: 2, ProcessKind.WORKER: 3, ProcessKind.NATS: 4,
+                ProcessKind.ETCD: 5}[self]
 
     def port_key(self, port: str, worker_index: int = 0) -> str:
         """The topology key that sets this kind's port named `port` (worker: the
@@ -154,7 +164,8 @@ class ProcessKind(StrEnum):
                 (ProcessKind.NATS, "client"): "coordination.nats.port",
                 (ProcessKind.NATS, "cluster"): "coordination.nats.cluster_port",
                 (ProcessKind.FRONTEND, "http"): "frontend.port",
-                (ProcessKind.BALANCER, "http"): "frontend.port"}[(self, port)]
+                (ProcessKind.BALANCER, "http"): "frontend.port",
+                (ProcessKind.PLANNER, "system"): "autoscale.system_port"}[(self, port)]
 
 
 class WeightDtype(StrEnum):
