@@ -18,6 +18,11 @@ from ..engines import engine_for
 from ..topology import PoolRole, Topology
 from .dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from .engine_config import dump_engine_config, engine_config_name, render_engine_configs
+from .k8s_availability import (
+    frontend_anti_affinity,
+    frontend_replicas,
+    render_frontend_disruption_budget,
+)
 from .k8s_network import render_network_policy, render_public_service
 from .k8s_planner import planner_component
 from .k8s_pod import (
@@ -80,7 +85,8 @@ def target_params(topo: Topology) -> TargetParams:
     policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
     return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
                         model_path=model_path(topo), engine_config_dir=ENGINE_CONFIG_MOUNT,
-                        router_policy_config=policy, frontend_tls=frontend_tls_files(topo))
+                        router_policy_config=policy, frontend_tls=frontend_tls_files(topo),
+                        replica_sync=frontend_replicas(topo) > 1)
 
 
 def _frontend_component(topo: Topology) -> dict[str, Any]:
@@ -105,6 +111,8 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
     pod_spec["volumes"] += volumes
     if (wait := wait_for_cache(topo)) is not None:
         pod_spec["initContainers"] = [wait]
+    if (spread := frontend_anti_affinity(topo)) is not None:
+        pod_spec["affinity"] = spread
     if topo.router.policy_config:
         # The policy file lives on the user's machine: it travels as a ConfigMap the user
         # creates from it (`render` prints the command), mounted where the flag points.
@@ -112,7 +120,7 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
                                           "mountPath": ROUTER_POLICY_MOUNT, "readOnly": True})
         pod_spec["volumes"].append({"name": "router-policy",
                                     "configMap": {"name": router_policy_map_name(topo)}})
-    return {"name": "Frontend", "type": "frontend", "replicas": 1,
+    return {"name": "Frontend", "type": "frontend", "replicas": frontend_replicas(topo),
             "podTemplate": {"spec": pod_spec}}
 
 
@@ -202,7 +210,8 @@ def render_manifests(topo: Topology) -> list[dict[str, Any]]:
     """In apply order: what the DGD's pods mount or wait for comes before the DGD."""
     docs = [render_claim(topo), render_download_job(topo), render_config_map(topo),
             *render_certificates(topo), render_network_policy(topo),
-            render_public_service(topo), render_dgd(topo)]
+            render_public_service(topo), render_frontend_disruption_budget(topo),
+            render_dgd(topo)]
     return [doc for doc in docs if doc is not None]
 
 
@@ -222,7 +231,9 @@ def operator_notes(topo: Topology) -> list[str]:
         "name wins.",
         "probes: the ones set here replace the operator's defaults (its worker startup "
         "probe allows 2 hours).",
-        "Service: the operator gives the frontend a ClusterIP Service of its own.",
+        "Service: the operator gives the frontend a ClusterIP Service of its own, over its "
+        f"{frontend_replicas(topo)} replicas (each on its own node; a PodDisruptionBudget "
+        "keeps a drain from taking more than one at a time).",
     ]
     if planes_tls(topo):
         notes.append(tls_note(topo))
