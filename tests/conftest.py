@@ -88,6 +88,13 @@ def single_head(data: dict) -> dict:
     return moved
 
 
+def single_head_data(graph: str) -> dict:
+    """graphs/<graph> as a mapping, with every service on the head (`single_head`)."""
+    import yaml
+
+    return single_head(yaml.safe_load((GRAPHS / graph).read_text()))
+
+
 def single_head_topology(path):
     """The topology file at `path` with every service on the head (`single_head`)."""
     import yaml

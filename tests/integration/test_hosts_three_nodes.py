@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from chat_load import stream_chat
-from conftest import GRAPHS, wait_until
+from conftest import single_head_data, wait_until
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
 from dis_serve.launch.node_data import coordination_data_dir, lock_file
@@ -43,7 +43,7 @@ NODES = ("n1", "n2", "n3")
 
 
 def _topology() -> Topology:
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()),
+    data = relocate(single_head_data("demo-3node-slurm.yaml"),
                     "it-hosts3", BASE)
     data["placement"] = {"hosts": {"nodes": [
         {"name": name, "address": f"198.18.0.1{k}"} for k, name in enumerate(NODES, 1)]}}
@@ -184,7 +184,7 @@ class PreparedGraph:
 def prepared(netns_cluster, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("hosts-prepared")
     home = tmp_path / "home"
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), PREPARED,
+    data = relocate(single_head_data("demo-3node-slurm.yaml"), PREPARED,
                     PREPARED_BASE)
     data["placement"] = {"hosts": {"nodes": [
         {"name": name, "address": f"198.18.0.1{k}"} for k, name in enumerate(NODES, 1)]}}

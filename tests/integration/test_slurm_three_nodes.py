@@ -26,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import GRAPHS, wait_until
+from conftest import single_head_data, wait_until
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.slurm_jobs import read_job
 from netns_cluster import NetnsCluster
@@ -39,7 +39,7 @@ HEAD = "198.18.0.11"
 
 
 def _topology(tmp_path: Path, name: str) -> Path:
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), name, BASE)
+    data = relocate(single_head_data("demo-3node-slurm.yaml"), name, BASE)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

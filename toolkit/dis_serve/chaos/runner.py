@@ -21,10 +21,11 @@ from ..errors import RunError, UserInputError
 from ..topology import Topology
 from .inject import FaultInjector, StatusSampler
 from .outcome import ChaosOutcome, analyse, recovery_ns
-from .scenario import ChaosScenario
+from .scenario import HEAD_NODE, ChaosScenario
 
 if TYPE_CHECKING:
     from ..launch.handle import GraphHandle, ObservedGraph
+    from ..launch.rundir import RunDir
 
 OUTCOME_FILE = "chaos.json"
 
@@ -36,6 +37,7 @@ def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -
 
     names = [p.name for p in plan_of(topo).processes]
     nodes = [n.name for n in node_layout(topo)] if topo.placement.kind.multi_node else []
+    nodes += [HEAD_NODE] if nodes else []
     for index, fault in enumerate(scenario.faults):
         if fault.process is not None and fault.process not in names:
             raise UserInputError(f"no process {fault.process!r} in graph {topo.name}",
@@ -46,6 +48,15 @@ def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -
                                  key=f"faults[{index}].node",
                                  fix=("use one of " + ", ".join(nodes)) if nodes
                                  else "this graph runs on one machine: drop node")
+
+
+def _node_name(run: RunDir, node: str | None) -> str | None:
+    """A fault's node as the graph names it (`head`: its head node)."""
+    if node != HEAD_NODE:
+        return node
+    nodes = run.read_cluster_plan().nodes
+    return node if any(n.name == node for n in nodes) else next(n.name for n in nodes
+                                                                 if n.head)
 
 
 def run_chaos(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
@@ -99,8 +110,10 @@ def _measure(handle: GraphHandle, scenario: ChaosScenario, out_dir: Path, target
     say("run with faults: " + ", ".join(
         f"{f.action.value} {f.target} at {f.at_s:g} s" for f in scenario.faults_in_order))
     sampler = StatusSampler(handle.status)
+    faults = [f.model_copy(update={"node": _node_name(handle.run, f.node)})
+              for f in scenario.faults]
     injector = FaultInjector(
-        scenario.faults, lambda name: _pid_of(handle, name),
+        faults, lambda name: _pid_of(handle, name),
         lambda f: fault_graph(handle.run, node=f.node, process=f.process, action=f.action,
                               duration_s=f.duration_s, say=lambda _text: None))
     sampler.start()
