@@ -72,9 +72,17 @@ HEAD = "198.18.0.11"
 HOSTS = {"n1": HEAD, "n2": "198.18.0.12", "n3": "198.18.0.13"}
 MODEL = "demo-model"
 MAX_TOKENS = 16
-WORKER = "decode-1"  # the decode worker on the third node in both multi-node arms
+WORKER = "decode-1"  # a decode worker off the head node in both multi-node arms
+# The process each fault kills, by its name on one machine; a multi-node arm kills the one
+# of its replicas or members on the head node (`frontend-0`, `etcd-0`, `nats-0`).
 FAULTS = {"worker SIGKILL": WORKER, "frontend SIGKILL": "frontend",
-          "etcd SIGKILL": "etcd", "NATS SIGKILL": "nats"}
+          "etcd SIGKILL": "etcd", "NATS SIGKILL": "nats", "head node loss": ""}
+# Every process of the head node, its agent included, frozen and then SIGKILLed (a node
+# that crashed: nothing of it answers or says goodbye); slurmd is left alone, which the
+# next repetitions' jobs need. Slurm and hosts only.
+HEAD_LOSS = "head node loss"
+HEAD_NODE = "n1"
+FLOATING = "198.18.0.100"
 READY_TIMEOUT_S = 120.0
 RECOVERY_TIMEOUT_S = 30.0
 SETTLE_S = 1.0
@@ -88,6 +96,14 @@ def graph_data(arm: str, tls: str) -> dict:
     from relocate import relocate
 
     data = relocate(yaml.safe_load(GRAPH.read_text()), f"bench-mn-{arm}", BASES[arm])
+    # A prefill and a decode worker on two nodes each, so no node's loss takes a whole pool;
+    # two frontend replicas everywhere (the multi-node default; asked for on one machine).
+    data["hardware"]["gpus_per_node"] = 2
+    data["pools"]["prefill"] |= {"workers": 2, "gpu_ids": [[0], [2]]}
+    data["pools"]["decode"] |= {"workers": 2, "gpu_ids": [[3], [4]]}
+    data["frontend"] |= {"replicas": 2}
+    if arm != "local":
+        data["frontend"]["floating_address"] = {"address": FLOATING}
     if tls == "off":
         data["security"] = {"tls": {"mode": "off"}, "insecure_network": arm != "local"}
     if arm == "local":
@@ -109,6 +125,12 @@ class Arm:
     work: Path
     env: dict[str, str]
     tls: str = "auto"
+    cluster: object = None  # the bed (NetnsCluster), on the multi-node arms
+
+    def bring_back(self, node: str) -> float | None:
+        """A lost node back in the graph; seconds until every node is ready (None: this
+        placement cannot: a Slurm job's lost node is out of its allocation)."""
+        return None
 
     @property
     def graph(self) -> str:
@@ -166,9 +188,17 @@ class Arm:
 class HostsArm(Arm):
     """The hosts target: each node's script run in its node's namespace."""
 
-    cluster: object = None
     scripts: dict[str, subprocess.Popen] = field(default_factory=dict)
     runs: int = 0
+    script_env: dict[str, str] = field(default_factory=dict)
+
+    def bring_back(self, node: str) -> float | None:
+        """The node's script started again, as its operator would after a reboot."""
+        started = time.monotonic()
+        self.scripts |= self.cluster.start_hosts_scripts(self.run_dir, [node], self.script_env)
+        if not wait_for(lambda: all_ready(self.run_dir), RECOVERY_TIMEOUT_S * 2):
+            return None
+        return time.monotonic() - started
 
     @property
     def run_dir(self) -> Path:
@@ -192,6 +222,7 @@ class HostsArm(Arm):
         # agent makes the mocker's card itself (inside the timing, as on a fresh node).
         env = self.env | {"DIS_SERVE_RUN_DIR": str(run_dir),
                           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        self.script_env = env
         started = time.monotonic()
         self.scripts = self.cluster.start_hosts_scripts(run_dir, HOSTS, env)
         endpoint = run_dir / ENDPOINT_FILE
@@ -316,9 +347,16 @@ def wait_for(predicate, timeout_s: float, poll_s: float = 0.05) -> bool:
 # ---------------------------------------------------------------- one fault
 
 
+def on_head(arm: Arm, name: str) -> str:
+    """The process a fault named `name` hits in this arm: the head node's replica or member
+    (`frontend-0`) where the graph runs several."""
+    return name if process_record(arm.run_dir, name) is not None else f"{name}-0"
+
+
 def inject(arm: Arm, process: str) -> dict:
     """SIGKILL `process` under load; how long until its node is ready again, the outage
     clients saw and the requests that failed."""
+    process = on_head(arm, process)
     before = process_record(arm.run_dir, process)
     if before is None or not before.get("pid"):
         raise RuntimeError(f"{arm.name}: no running {process} in {arm.run_dir}")
@@ -347,6 +385,59 @@ def inject(arm: Arm, process: str) -> dict:
             "failed_before_fault": len(warm), "reasons": reasons}
 
 
+def _head_processes(arm: Arm) -> list[int]:
+    """Every process of the head node's namespace but its slurmd (the bed's, which the next
+    repetitions need)."""
+    found = []
+    for pid in arm.cluster.processes_in(HEAD_NODE):
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).name() != "slurmd":
+                found.append(pid)
+    return found
+
+
+def degraded_naming(arm: Arm, node: str) -> bool:
+    out = subprocess.run([DIS_SERVE, "status", arm.graph, "--json"], env=arm.env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    try:
+        observed = json.loads(out.stdout)
+    except ValueError:
+        return False
+    return out.returncode == 3 and any(p.startswith(f"node {node}:")
+                                       for p in observed.get("problems", []))
+
+
+def inject_head_loss(arm: Arm) -> dict:
+    """The head node crashed under load: what new requests saw (failed ones, the last to
+    fail, the first to succeed after it), the streams cut, how long until `status` names
+    the node; on hosts the node then comes back (its script started again) and how long
+    until the graph is ready again with it."""
+    head = "node0" if arm.name == "slurm" else HEAD_NODE  # as the placement names it
+    with Load(arm) as load:
+        time.sleep(1.0)
+        pids = _head_processes(arm)
+        hit = time.monotonic()
+        for sig in (signal.SIGSTOP, signal.SIGKILL):  # none sees another die
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+        named = wait_for(lambda: degraded_naming(arm, head), RECOVERY_TIMEOUT_S, poll_s=0.5)
+        named_s = time.monotonic() - hit
+        time.sleep(max(0.0, hit + 12 - time.monotonic()))
+        rejoined = arm.bring_back(HEAD_NODE) if named else None
+        outcomes = list(load.outcomes)
+    new = [o for o in outcomes if o[0] >= hit]
+    failed = [o for o in new if o[2] is not None]
+    return {"process": HEAD_LOSS, "recovered": named, "ready_again_s": rejoined,
+            "outage_s": max((o[0] for o in failed), default=hit) - hit,
+            "failed": len(failed), "requests": len(new),
+            "failed_after_5s": sum(o[0] >= hit + 5 for o in failed),
+            "in_flight_cut": sum(1 for o in outcomes if o[0] < hit < o[1] and o[2]),
+            "first_success_s": min((o[1] - hit for o in new if o[2] is None), default=None),
+            "degraded_named_s": named_s if named else None,
+            "reasons": sorted({o[2] for o in failed})}
+
+
 def healthy(arm: Arm) -> bool:
     return all_ready(arm.run_dir) and first_completion(arm, time.monotonic() + 10)
 
@@ -368,11 +459,13 @@ def one_rep(arm: Arm, faults: dict[str, str], results: dict) -> None:
         print(f"  {arm.name:5s} ready after {ready:.2f} s, served after {served:.2f} s",
               flush=True)
         for label, process in faults.items():
+            if label == HEAD_LOSS and arm.name == "local":
+                continue
             if not healthy(arm):
                 print(f"  {arm.name:5s} not healthy before {label}: brought up again")
                 arm.stop()
                 arm.start()
-            row = inject(arm, process)
+            row = inject_head_loss(arm) if label == HEAD_LOSS else inject(arm, process)
             results["faults"][label][arm.name].append(row)
             shown = (f"ready again after {row['ready_again_s']:.2f} s" if row["recovered"]
                      else f"NOT ready again within {RECOVERY_TIMEOUT_S:.0f} s")
@@ -502,7 +595,8 @@ def main() -> int:
         try:
             home_env = {"DIS_SERVE_HOME": str(work / "home")}
             arms = {"local": Arm("local", work, os.environ | home_env, args.tls),
-                    "slurm": Arm("slurm", work, cluster.env | home_env, args.tls),
+                    "slurm": Arm("slurm", work, cluster.env | home_env, args.tls,
+                                 cluster=cluster),
                     "hosts": HostsArm("hosts", work, os.environ | home_env, args.tls,
                                       cluster=cluster)}
             results = measure(arms, args.reps, args.fault_reps)

@@ -174,8 +174,19 @@ def placement_warnings(topo: Topology) -> list[str]:
         if nats.mode is NatsMode.EMBEDDED and nats.auth is None:
             warnings.append(f"NATS listens on {where} without authentication; set "
                             "coordination.nats.auth.token_file (or token_env)")
-    warnings += _kv_crossing_warnings(topo, layout)
+    warnings += _kv_crossing_warnings(topo, layout) + _entry_warnings(topo, where)
     return warnings
+
+
+def _entry_warnings(topo: Topology, where: str) -> list[str]:
+    """Replicas whose one address is the head's balancer: the head's loss ends serving."""
+    front = topo.frontend
+    if topo.frontend_replicas < 2 or front.floating_address or front.balancer_url:
+        return []
+    return [f"clients reach the {topo.frontend_replicas} frontend replicas through the head "
+            f"node's balancer at {where}, which does not survive the head node; set "
+            "frontend.floating_address (an unused address of the nodes' network, moved by "
+            "VRRP) or frontend.balancer_url (your own load balancer in front of every node's)"]
 
 
 def _kv_crossing_warnings(topo: Topology, layout: list[NodeLayout]) -> list[str]:

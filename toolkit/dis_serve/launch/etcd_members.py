@@ -6,16 +6,18 @@ etcd's own rules (etcd.io "runtime reconfiguration"): a member whose data is gon
 start again under its old identity; the cluster forgets it (`member remove`), is told of a
 new one at its peer URL (`member add`), and the member then starts with
 `--initial-cluster-state existing`, catching up from the others. A member the cluster lists
-but that never started (the others bootstrapped first) starts the same way. When no other
-member answers, the cluster is being made: every member starts `new` with the same initial
-cluster and token. The answer goes to etcd through its own setting,
-ETCD_INITIAL_CLUSTER_STATE, in the member's environment (the argv is the plan's).
+but that never started (no client URLs published: the others bootstrapped first) starts the
+same way, without a change. While no other member answers with a leader, the cluster is
+being made: every member starts `new` with the same initial cluster and token. The answer
+goes to etcd through its own setting, ETCD_INITIAL_CLUSTER_STATE, in the member's
+environment (the argv is the plan's).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from ..security.pki_files import PkiPaths
 
@@ -32,45 +34,65 @@ class MemberPlace:
     others: list[str]
 
 
-async def _listed(url: str, tls: PkiPaths | None) -> list[tuple[int, str, list[str]]]:
+@dataclass(frozen=True)
+class Listed:
+    member_id: int
+    name: str
+    peer_urls: list[str]
+    started: bool
+    """It has published its client URLs: it ran in this cluster."""
+
+
+async def _running_cluster(url: str, tls: PkiPaths | None) -> list[Listed] | None:
+    """The members `url` lists when it answers and has a leader (a cluster runs); None
+    otherwise."""
     from ..coordination.etcd_view import client
 
     async with client(url, tls) as etcd:
-        return [(m.id, m.name, list(m.peer_urls)) async for m in etcd.members()]
+        if (await etcd.status()).leader is None:
+            return None
+        return [Listed(m.id, m.name, list(m.peer_urls), bool(list(m.client_urls)))
+                async for m in etcd.members()]
 
 
-async def _rejoin(url: str, place: MemberPlace, tls: PkiPaths | None,
-                  listed: list[tuple[int, str, list[str]]]) -> None:
+async def _answer(url: str, tls: PkiPaths | None) -> list[Listed] | None:
+    """What `url` says within the timeout; None when it says nothing (at once when its port
+    does not even accept: the cluster is being made)."""
+    from ..probes import tcp_accepts
+
+    parts = urlsplit(url)
+    if not tcp_accepts(parts.port or 2379, parts.hostname or "127.0.0.1"):
+        return None
+    try:
+        return await asyncio.wait_for(_running_cluster(url, tls), ANSWER_TIMEOUT_S)
+    except Exception:  # grpc raises its own types for refused/timeout
+        return None
+
+
+async def _make_room(url: str, place: MemberPlace, tls: PkiPaths | None,
+                     listed: list[Listed]) -> None:
+    """Make the running cluster expect this member at its peer URL: as it lists it when it
+    never started, else forgotten and added anew."""
     from ..coordination.etcd_view import client
 
-    mine = [(member_id, name) for member_id, name, peers in listed
-            if place.peer_url in peers or name == place.name]
+    mine = [m for m in listed if place.peer_url in m.peer_urls or m.name == place.name]
+    if mine and not any(m.started for m in mine):
+        return
     async with client(url, tls) as etcd:
-        if mine and mine[0][1] == "":
-            return  # listed but never started: it starts as the cluster expects
-        for member_id, _name in mine:
-            await etcd.remove_member(member_id)
+        for member in mine:
+            await etcd.remove_member(member.member_id)
         await etcd.add_member([place.peer_url])
 
 
 async def start_state(place: MemberPlace, tls: PkiPaths | None) -> str:
-    """NEW when no other member answers; else EXISTING, after making the cluster expect
-    this member at its peer URL."""
+    """NEW when no other member answers with a leader; else EXISTING, once the running
+    cluster expects this member."""
     for url in place.others:
         listed = await _answer(url, tls)
-        if listed is None:
-            continue
-        await asyncio.wait_for(_rejoin(url, place, tls, listed), ANSWER_TIMEOUT_S * 2)
-        return EXISTING
+        if listed is not None:
+            await asyncio.wait_for(_make_room(url, place, tls, listed), ANSWER_TIMEOUT_S * 2)
+            return EXISTING
     return NEW
-
-
-async def _answer(url: str, tls: PkiPaths | None) -> list[tuple[int, str, list[str]]] | None:
-    """The member list `url` gives within the timeout; None when it gives none."""
-    try:
-        return await asyncio.wait_for(_listed(url, tls), ANSWER_TIMEOUT_S)
-    except Exception:  # grpc raises its own types for refused/timeout
-        return None
 
 
 def member_start_state(place: MemberPlace, tls: PkiPaths | None) -> str:

@@ -243,6 +243,12 @@ def _nats(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
 
 def _service_spec(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
                   tls: PkiPaths | None) -> ProcessSpec:
+    spec = _service(graph, node, slot, tls)
+    return spec if slot.count == 1 else spec.model_copy(update={"replicas": slot.count})
+
+
+def _service(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
+             tls: PkiPaths | None) -> ProcessSpec:
     topo = graph.topo
     if slot.kind is ProcessKind.ETCD:
         return _etcd(graph, node, slot, tls)

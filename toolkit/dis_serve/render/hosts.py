@@ -176,8 +176,8 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
     lines += [
         "",
         "Each script runs `python3 -m dis_serve agent`: dis-serve must be installed for the",
-        "python3 on every node's PATH. The agents on the other nodes wait for etcd and NATS on",
-        "the head node, so you may start every script at once; each agent restarts its",
+        "python3 on every node's PATH. An agent whose node runs no etcd member waits for one",
+        "on the others, so you may start every script at once; each agent restarts its",
         "node's processes when they crash and writes its view to state-<node>.json.",
         f"The OpenAI endpoint is {readable(plan.endpoint)}/v1 once every worker has "
         "registered.",
@@ -201,7 +201,7 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       f"CA, client certificate{token} (0600, made by `dis-serve render`); copy "
                       "it with the scripts. Each node's agent signs its own server certificate "
                       "with that CA, for its address, when it starts."]
-    lines += _endpoint_lines(plan)
+    lines += _endpoint_lines(plan) + _entry_lines(topo)
     auth = topo.coordination.nats.auth
     if auth is not None:
         where = (f"the file {auth.token_file}" if auth.token_file
@@ -213,6 +213,26 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       f"{readable(plan.model_path)}: `dis-serve prepare` writes it, and "
                       "each node's agent makes it there if it is missing."]
     return "\n".join(lines) + "\n"
+
+
+def _entry_lines(topo: Topology) -> list[str]:
+    """What the frontend replicas' one address needs of the nodes that run them."""
+    if topo.frontend_replicas < 2:
+        return []
+    lines = ["", f"{topo.frontend_replicas} frontends run behind a load balancer on each of "
+                 "their nodes (haproxy: installed on them, on PATH or in /usr/sbin)."]
+    floating = topo.frontend.floating_address
+    if floating is not None:
+        lines.append(f"The address clients use, {floating.address}, moves between those nodes "
+                     "(keepalived's VRRP, installed too): their agents must run as root (it "
+                     "adds the address to an interface and sends VRRP), and the network must "
+                     f"let VRRP between them and route {floating.address} to whichever holds "
+                     "it.")
+    else:
+        lines.append("Without frontend.floating_address clients use the head node's balancer, "
+                     "which does not survive the head node: set it, or put your own load "
+                     "balancer in front of every node's (frontend.balancer_url).")
+    return lines
 
 
 def _endpoint_lines(plan: ClusterPlan) -> list[str]:

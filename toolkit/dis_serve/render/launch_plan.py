@@ -132,6 +132,10 @@ class ProcessSpec(BaseModel):
     node: int = Field(default=0, description="Node index (multi-node graphs).")
     gpus: list[int] = Field(default_factory=list, description="GPU ids on its node.")
     readiness: Readiness
+    replicas: int = Field(
+        default=1, exclude_if=lambda count: count == 1,
+        description="How many of its kind the graph runs (frontend replicas, etcd and NATS "
+                    "members): a lone one is what the graph cannot serve without.")
 
     @property
     def probed_host(self) -> str:
@@ -325,7 +329,7 @@ def _frontends(topo: Topology, target: TargetParams, client_tls: EndpointTls | N
         port = topo.frontend.replica_port + i
         spec = frontend_spec(topo, target.model_copy(update={"http_host": LOOPBACK,
                                                             "http_port": port}), client_tls)
-        specs.append(spec.model_copy(update={"name": f"frontend-{i}",
+        specs.append(spec.model_copy(update={"name": f"frontend-{i}", "replicas": replicas,
                                              "ports": {"replica": port}}))
     run_dir = str(ctx.run_dir)
     return [*specs, balancer_spec(topo, run_dir=run_dir, node=LOCAL_NODE, data_dir=run_dir,
