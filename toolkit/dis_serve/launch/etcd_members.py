@@ -23,6 +23,9 @@ from ..security.pki_files import PkiPaths
 
 NEW, EXISTING = "new", "existing"
 ANSWER_TIMEOUT_S = 2.0
+# A member lost a moment ago may have been the leader: the others elect a new one (about a
+# second, etcd's default election timeout) before a reconfiguration can commit.
+RECONFIGURE_WITHIN_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -90,9 +93,26 @@ async def start_state(place: MemberPlace, tls: PkiPaths | None) -> str:
     for url in place.others:
         listed = await _answer(url, tls)
         if listed is not None:
-            await asyncio.wait_for(_make_room(url, place, tls, listed), ANSWER_TIMEOUT_S * 2)
+            await _reconfigure(url, place, tls, listed)
             return EXISTING
     return NEW
+
+
+async def _reconfigure(url: str, place: MemberPlace, tls: PkiPaths | None,
+                       listed: list[Listed]) -> None:
+    """`_make_room`, tried again while the cluster elects a leader (RuntimeError past
+    RECONFIGURE_WITHIN_S)."""
+    deadline = asyncio.get_running_loop().time() + RECONFIGURE_WITHIN_S
+    while True:
+        try:
+            await asyncio.wait_for(_make_room(url, place, tls, listed), ANSWER_TIMEOUT_S * 2)
+            return
+        except Exception as exc:  # grpc's own types: no leader yet, a timeout
+            if asyncio.get_running_loop().time() > deadline:
+                raise RuntimeError(f"etcd at {url} did not take member {place.name} back "
+                                   f"within {RECONFIGURE_WITHIN_S:g} s: {exc}") from exc
+        await asyncio.sleep(0.5)
+        listed = await _answer(url, tls) or listed
 
 
 def member_start_state(place: MemberPlace, tls: PkiPaths | None) -> str:
