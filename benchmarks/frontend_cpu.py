@@ -1,7 +1,7 @@
 """Dynamo frontend CPU per request/s, measured on the mocker demo graph.
 
 The Kubernetes frontend's CPU request and limit are sized from this figure
-(`FRONTEND_CPU_S_PER_REQUEST` in toolkit/dis_serve/render/k8s_pod.py). The demo graph runs on
+(`FRONTEND_CPU_S_PER_REQUEST` in toolkit/dis_serve/placements/kubernetes/pod.py). The demo graph runs on
 private ports (28700+). An open-loop load (requests started at fixed intervals, whatever the
 replies do) of streaming chat completions with a fixed shape runs at a few rates, one window
 each; the frontend process's CPU time (psutil `cpu_times`, user + system, its children

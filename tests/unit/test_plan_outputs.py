@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error
+from dis_serve.placements.kubernetes.planner import planner_config
 from dis_serve.plan.emit import plan_topology, write_topology
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.replay import kv_blocks, replay_plan
 from dis_serve.plan.request import build_request
-from dis_serve.render.k8s_planner import planner_config
 from dis_serve.topology import Backend, Mode, PoolRole, Topology, WeightDtype
 from dis_serve.yaml_input import load_model_file
 

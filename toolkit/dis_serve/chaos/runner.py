@@ -24,7 +24,8 @@ from .outcome import ChaosOutcome, analyse, recovery_ns
 from .scenario import ChaosScenario
 
 if TYPE_CHECKING:
-    from ..launch.handle import GraphHandle, ObservedGraph
+    from ..placements.base import GraphHandle
+    from ..placements.reports import ObservedGraph
 
 OUTCOME_FILE = "chaos.json"
 
@@ -32,7 +33,7 @@ OUTCOME_FILE = "chaos.json"
 def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -> None:
     """Every fault names a process the graph has, and a node it has (before anything
     starts)."""
-    from ..placement import node_layout
+    from ..render.node_layout import node_layout
 
     names = [p.name for p in plan_of(topo).processes]
     nodes = [n.name for n in node_layout(topo)] if topo.placement.kind.multi_node else []
@@ -52,9 +53,10 @@ def run_chaos(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
               topology_file: Path | None = None, run_root: Path | None = None,
               on_event: Callable[[str], None] | None = None) -> ChaosOutcome:
     """On any placement: the graph's handle starts, watches and stops it; faults reach
-    its processes where they run (graph_faults.py)."""
+    its processes where they run (the handle's `fault`)."""
     from ..evidence.fingerprint import capture, write_fingerprint
-    from ..launch.handle import StartOptions, handle_for
+    from ..placements.registry import handle_for
+    from ..placements.reports import StartOptions
 
     say = on_event or (lambda _text: None)
     with sweep_lock(out_dir):
@@ -80,9 +82,7 @@ def run_chaos(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
 
 def _target(topo: Topology, handle: GraphHandle, observed: ObservedGraph,
             topology_file: Path | None) -> BenchTarget:
-    from ..launch.run_lookup import resolved_plan
-
-    plan = resolved_plan(handle.run)
+    plan = handle.resolved_plan()
     return make_target(topo, url=observed.endpoint or plan.endpoint, plan=plan,
                        tokenizer=plan.model_path, topology_file=topology_file)
 
@@ -90,7 +90,7 @@ def _target(topo: Topology, handle: GraphHandle, observed: ObservedGraph,
 def _measure(handle: GraphHandle, scenario: ChaosScenario, out_dir: Path, target: BenchTarget,
              say: Callable[[str], None]):
     """The fault-free run (if asked), then the run with faults, sampling the status."""
-    from .graph_faults import fault_graph
+    from ..launch.faults import FaultRequest
 
     reference = None
     if scenario.reference_run:
@@ -101,8 +101,8 @@ def _measure(handle: GraphHandle, scenario: ChaosScenario, out_dir: Path, target
     sampler = StatusSampler(handle.status)
     injector = FaultInjector(
         scenario.faults, lambda name: _pid_of(handle, name),
-        lambda f: fault_graph(handle.run, node=f.node, process=f.process, action=f.action,
-                              duration_s=f.duration_s, say=lambda _text: None))
+        lambda f: handle.fault(FaultRequest(action=f.action, process=f.process, node=f.node,
+                                            duration_s=f.duration_s), lambda _text: None))
     sampler.start()
     try:
         records = _run_load(scenario, target, out_dir / "faults", on_profiling=injector.start)

@@ -101,18 +101,18 @@ def fault(
 ) -> None:
     """Hit a running graph now: one process (on a named node), or a whole node. Returns
     once the fault is over (after the SIGCONT of a pause)."""
-    from ..chaos.graph_faults import fault_graph
-    from ..chaos.scenario import FaultAction
     from ..errors import UserInputError
-    from ..launch.run_lookup import find_run
+    from ..launch.faults import FaultAction, FaultRequest
+    from ..placements.lookup import find_run
+    from ..placements.registry import handle_for_run
 
     chosen = FaultAction(action.value)
     if (chosen is FaultAction.PAUSE) != (duration is not None):
         raise UserInputError("--duration goes with --action pause and only with it",
                              key="--duration", fix="give both, or neither")
     run = find_run(name)
-    hit = fault_graph(run, node=node, process=process, action=chosen, duration_s=duration,
-                      say=lambda text: console.print(text, markup=False))
+    request = FaultRequest(action=chosen, process=process, node=node, duration_s=duration)
+    hit = handle_for_run(run).fault(request, lambda text: console.print(text, markup=False))
     what = process or f"every process of node {hit}"
     console.print(f"{chosen.value} {what}" + (f" on {hit}" if hit and process else "")
                   + f" of {run.name}: done; `dis-serve status {run.name}` shows the graph",

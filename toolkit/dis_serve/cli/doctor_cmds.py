@@ -85,7 +85,7 @@ def _check_url(url: str, schemes: tuple[str, ...], flag: str) -> str:
 
 def _must_be_running(run: RunDir) -> None:
     """Whatever runs it (a supervisor here, a Slurm job, the agents of a hosts graph)."""
-    from ..launch.handle import handle_for_run
+    from ..placements.registry import handle_for_run
 
     observed = handle_for_run(run).status()
     if not observed.supervisor_alive or observed.phase.finished:
@@ -99,7 +99,7 @@ def resolve_target(name: str | None, etcd: str | None, nats: str | None,
                    metrics: list[str]) -> DoctorTarget:
     """Our graph by name (or the only running one), or any deployment by its URLs."""
     from ..coordination.doctor import DoctorTarget
-    from ..launch.run_lookup import doctor_target, find_run
+    from ..placements.lookup import doctor_target, find_run
 
     by_url = etcd is not None or namespace is not None
     if name is not None and by_url:

@@ -131,7 +131,8 @@ def render_frame(frame):
 def _layout(name: str | None, url: str | None, client):
     from ..bench.target import check_url
     from ..errors import RunError
-    from ..observe.scrape import fetch, layout_from_run, layout_from_url
+    from ..observe.scrape import fetch, layout_from_url
+    from ..placements.lookup import layout_from_run
 
     if url is None:
         return layout_from_run(name)
@@ -203,7 +204,8 @@ def _live(layout, client, window: float, from_run: bool) -> None:
     from rich.live import Live
 
     from ..observe.frame import build_frame
-    from ..observe.scrape import layout_from_run, scrape
+    from ..observe.scrape import scrape
+    from ..placements.lookup import layout_from_run
 
     history = deque([scrape(client, layout.urls)])
     with Live(console=console, auto_refresh=False, transient=False) as live:

@@ -20,7 +20,7 @@ from pydantic import (
 
 from ..catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
 from ..errors import UserInputError
-from ..topology import Hardware, KvCacheDtype, PlacementKind, WeightDtype
+from ..topology import Hardware, KvCacheDtype, Placement, PlacementKind, WeightDtype
 from .perf_model import ModelOnGpu, PerfSource
 
 # Mooncake traces hash prompts in blocks of 512 tokens.
@@ -168,7 +168,7 @@ class PlanRequest(BaseModel):
                              CliFlag(metavar="PREFILL:DECODE")] = Field(
         default=None, description="Also evaluate a fixed PREFILL:DECODE GPU split, e.g. 8:40.")
     placement: PlacementKind = Field(
-        default=PlacementKind.LOCAL,
+        default=Placement().kind,
         description="Where the trtllm topology runs: local (one machine), hosts (one script "
                     "per machine; set each node's address) or slurm (one sbatch job); its nodes "
                     "come from the GPUs and `gpus_per_node`, prefill packed beside decode so "
