@@ -30,6 +30,8 @@ def validate(
         console.print(f"ok {path}: {topo.name} ({topo.backend.value}, {topo.mode.value}: "
                       f"{pools}; {topo.total_gpus}/{topo.hardware.total_gpus} GPUs)",
                       markup=False)
+        if topo.version_note:
+            console.print(f"note: {path}: {topo.version_note}", markup=False)
         warnings = [w for placement in PLACEMENTS for w in placement.validate_warnings(topo)]
         for warning in [*warnings, checkpoint_warning(topo)]:
             if warning is not None:

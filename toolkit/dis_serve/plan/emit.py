@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..catalog import find_known_model
 from ..errors import RunError
-from ..topology import Backend, Mode, PoolRole, Topology
+from ..topology import TOPOLOGY_SCHEMA_VERSION, Backend, Mode, PoolRole, Topology
 from .perf_model import ModelOnGpu
 from .predict import kv_transfer_gbps
 from .replay import BLOCK_SIZE, kv_blocks
@@ -56,6 +56,7 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
     target = request.target()
     pools = _pools_section(plan, request)
     data: dict = {
+        "schema_version": TOPOLOGY_SCHEMA_VERSION,
         "name": graph_name(request, plan, mock),
         # The checkpoint that holds the planned weight format (TRT-LLM never quantizes).
         "model": _model_section(request, workload),

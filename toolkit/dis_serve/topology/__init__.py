@@ -78,7 +78,7 @@ from .placement import (
 )
 from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
 from .security import Security, Tls, TlsMode, exposure_problem, security_warnings
-from .spec import TopologySpec
+from .spec import TOPOLOGY_SCHEMA_VERSION, TopologySpec
 from .supervision import Liveness, Restart, Supervision
 
 __all__ = [
@@ -96,6 +96,7 @@ __all__ = [
     "REVISION_RE",
     "SLURM_TIME_RE",
     "SLURM_WORD_RE",
+    "TOPOLOGY_SCHEMA_VERSION",
     "Architecture",
     "Autoscale",
     "Backend",
