@@ -7,11 +7,9 @@ from __future__ import annotations
 import time
 
 from conftest import GRAPHS
-from relocate import relocated_demo
-
 from dis_serve.launch.graph import prepare_run
-from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.run_record import build_record
+from dis_serve.launch.rundir import RunDir
 from dis_serve.placements.hosts.handle import HostsHandle
 from dis_serve.placements.local.handle import LocalHandle
 from dis_serve.placements.lookup import doctor_target
@@ -22,6 +20,7 @@ from dis_serve.placements.slurm.queue import SlurmJob, read_job
 from dis_serve.security.pki_files import pki_paths
 from dis_serve.topology import Backend, PlacementKind, ProcessKind, Topology
 from dis_serve.yaml_input import load_model_file
+from relocate import relocated_demo
 
 
 def _graph(name: str) -> Topology:
