@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from dis_serve.engines.trtllm import WORKER_ENV as NVIDIA_WORKER_ENV
 from dis_serve.placements.slurm.sbatch import node_address_var, render_slurm_plan
-from dis_serve.render.nvidia_stack import NVIDIA_WORKER_ENV
 from dis_serve.render.shell_words import word
 from dis_serve.topology import Topology
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..engines import engine_for
 from ..render.engine_config import dump_engine_config, engine_config_path, render_engine_configs
 from ..topology import Topology
 
@@ -14,7 +15,7 @@ TOPOLOGY_FILE = "topology.json"
 
 def engine_config_files(topo: Topology, directory: str) -> dict[str, str]:
     """One YAML per pool role at the paths the plan's --extra-engine-args name."""
-    if not topo.backend.uses_engine_config:
+    if not engine_for(topo.backend).uses_engine_config:
         return {}
     return {str(engine_config_path(Path(directory), role)): dump_engine_config(config)
             for role, config in render_engine_configs(topo).items()}

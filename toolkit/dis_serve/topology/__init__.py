@@ -18,6 +18,7 @@ One module per area; import from here (`from dis_serve.topology import Topology,
 from .base import MAX_SYSTEM_PORT, NAME_RE, Port, Strict, is_valid_name
 from .coordination import ENV_NAME_RE, Coordination, Etcd, Nats, NatsAuth
 from .enums import (
+    DEFAULT_BACKEND,
     Backend,
     EtcdMode,
     EventPlane,
@@ -83,6 +84,7 @@ from .supervision import Liveness, Restart, Supervision
 
 __all__ = [
     "ADDRESS_RE",
+    "DEFAULT_BACKEND",
     "DIGEST_RE",
     "ENV_NAME_RE",
     "HOST_NAME_RE",

@@ -19,7 +19,7 @@ from ..catalog import GPUS
 from ..sizing import MemoryFit, fit_worker_memory
 from .base import Strict
 from .coordination import Coordination
-from .enums import Backend, EventPlane, Mode, PoolRole
+from .enums import DEFAULT_BACKEND, Backend, EventPlane, Mode, PoolRole
 from .frontend import Frontend, Router
 from .kubernetes import Autoscale, Kubernetes
 from .model import Hardware, Model
@@ -48,7 +48,7 @@ class TopologySpec(Strict):
                     "Lower-case letters, digits and dashes.")
     model: Model = Field(description="The model being served.")
     hardware: Hardware = Field(default_factory=Hardware, description="The GPUs.")
-    backend: Backend = Field(default=Backend.TRTLLM, description="trtllm | mocker.")
+    backend: Backend = Field(default=DEFAULT_BACKEND, description=f"{' | '.join(Backend)}.")
     mode: Mode = Field(default=Mode.DISAGG, description="agg | disagg.")
     pools: Pools = Field(description="Worker pools.")
     router: Router = Field(default_factory=Router, description="Frontend router.")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...render.nvidia_stack import PLANNER_IMAGE
 from ...topology import Mode, PoolRole, Topology
 from .pod import (
+    PLANNER_IMAGE,
     container_security_context,
     planner_resources,
     pod_security_context,

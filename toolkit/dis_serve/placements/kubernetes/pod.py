@@ -10,10 +10,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ...render.nvidia_stack import IMAGES
+from ...engines import engine_for
+from ...engines.base import dynamo_image
 from ...startup_budget import worker_startup_budget_s
 from ...topology import QUANTITY_RE, PoolRole, Topology
 
+# Since Dynamo 1.1 the planner has its own image (backend images lack its dependencies).
+PLANNER_IMAGE = dynamo_image("dynamo-planner")
 SYSTEM_PORT = 9090
 PROBE_PERIOD_S = 10
 # NVIDIA's disagg_planner.yaml gives worker probes 30 s: a worker busy with a full batch can
@@ -43,7 +46,7 @@ _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
 
 def image_ref(topo: Topology) -> str:
     kube = topo.kubernetes
-    image = kube.image or IMAGES[topo.backend]
+    image = kube.image or engine_for(topo.backend).image
     return f"{image}@{kube.image_digest}" if kube.image_digest else image
 
 
