@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error
-from dis_serve.placements.kubernetes.planner import planner_config
 from dis_serve.plan.emit import plan_topology, write_topology
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.recommend import make_plan
