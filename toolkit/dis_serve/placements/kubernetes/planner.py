@@ -20,6 +20,9 @@ from .pod import (
 )
 from .tls import planes_env, tls_volumes
 
+# Dynamo's planner scales the DGD through the operator.
+PLANNER_ENVIRONMENT = "kubernetes"
+
 
 def planner_component(topo: Topology) -> dict[str, Any]:
     """The planner reads the graph's state from the platform's etcd and NATS like any Dynamo
@@ -27,7 +30,7 @@ def planner_component(topo: Topology) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main", "image": PLANNER_IMAGE,
         "command": ["python3", "-m", "dynamo.planner"],
-        "args": ["--config", json.dumps(planner_config(topo, "kubernetes"), sort_keys=True)],
+        "args": ["--config", json.dumps(planner_config(topo, PLANNER_ENVIRONMENT), sort_keys=True)],
         "resources": planner_resources(),
         "securityContext": container_security_context(topo, rdma=False),
     }
