@@ -1,10 +1,8 @@
-"""Topology `autoscale` -> Dynamo's SLA planner as a DynamoGraphDeployment component.
+"""Topology `autoscale` -> Dynamo's planner as a DynamoGraphDeployment component.
 
 The shape follows NVIDIA's examples/backends/trtllm/deploy/v1beta1/disagg_planner.yaml: a
-`planner` component running `python3 -m dynamo.planner --config JSON` from the planner image,
-targeting TTFT and ITL with both its throughput (predictive) and load (reactive) loops. The
-config is a dict of Dynamo 1.6.1's PlannerConfig fields (tests validate it with that model).
-Pure: returns Python objects.
+`planner` component running `python3 -m dynamo.planner --config JSON` from the planner image
+(the config: planner_config.py, `environment: kubernetes`). Pure: returns Python objects.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..topology import Mode, PoolRole, Topology
+from ..topology import Topology
 from .k8s_pod import (
     PLANNER_IMAGE,
     container_security_context,
@@ -20,40 +18,7 @@ from .k8s_pod import (
     pod_security_context,
 )
 from .k8s_tls import planes_env, tls_volumes
-
-
-def planner_config(topo: Topology) -> dict[str, Any]:
-    scale = topo.autoscale
-    assert scale is not None
-    config: dict[str, Any] = {
-        "environment": "kubernetes",
-        "backend": topo.backend.value,
-        "mode": topo.mode.value,
-        "optimization_target": "sla",
-        "ttft_ms": scale.ttft_ms,
-        "itl_ms": scale.itl_ms,
-        "enable_throughput_scaling": True,
-        "enable_load_scaling": True,
-        # No profiling sweep before deployment: the planner starts from its own estimates
-        # and tunes them on the workers' live forward-pass metrics (--publish-metrics).
-        "pre_deployment_sweeping_mode": "none",
-        "throughput_adjustment_interval_seconds": scale.throughput_interval_s,
-        "load_adjustment_interval_seconds": scale.load_interval_s,
-        "max_gpu_budget": scale.max_gpus or topo.hardware.total_gpus,
-        "model_name": topo.model.name,
-    }
-    if topo.mode is Mode.AGG:
-        pool = topo.pools.agg
-        assert pool is not None
-        config["decode_engine_num_gpu"] = pool.tensor_parallel
-        config["min_endpoint"] = scale.floor(PoolRole.AGG)
-        return config
-    for role in (PoolRole.PREFILL, PoolRole.DECODE):
-        pool = topo.pools.get(role)
-        assert pool is not None
-        config[f"{role.value}_engine_num_gpu"] = pool.tensor_parallel
-        config[f"{role.value}_min_endpoint"] = scale.floor(role)
-    return config
+from .planner_config import planner_config
 
 
 def planner_component(topo: Topology) -> dict[str, Any]:
@@ -62,7 +27,7 @@ def planner_component(topo: Topology) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main", "image": PLANNER_IMAGE,
         "command": ["python3", "-m", "dynamo.planner"],
-        "args": ["--config", json.dumps(planner_config(topo), sort_keys=True)],
+        "args": ["--config", json.dumps(planner_config(topo, "kubernetes"), sort_keys=True)],
         "resources": planner_resources(),
         "securityContext": container_security_context(topo, rdma=False),
     }

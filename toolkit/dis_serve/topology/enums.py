@@ -9,39 +9,22 @@ from .supervision import Restart, Supervision
 
 
 class Backend(StrEnum):
+    """The engine a graph's workers run, by the name users write. What each engine is (its
+    argv, environment, image, configs, metrics) is its module's, dis_serve/engines/, which
+    maps these names to modules."""
+
     TRTLLM = "trtllm"
     MOCKER = "mocker"
 
     @property
     def needs_gpu(self) -> bool:
+        """Its workers hold weights and KV cache on GPUs: the one engine fact the schema's
+        own rules read (memory fit, checkpoint format, Slurm GPUs), which sit below the
+        engine modules."""
         return self is Backend.TRTLLM
 
-    @property
-    def module(self) -> str:
-        """The Python module a worker of this backend runs as."""
-        return {Backend.TRTLLM: "dynamo.trtllm", Backend.MOCKER: "dynamo.mocker"}[self]
 
-    @property
-    def k8s_component_prefix(self) -> str:
-        """How Dynamo's DGD examples begin the names of this backend's worker components."""
-        return {Backend.TRTLLM: "TRTLLM", Backend.MOCKER: "Mocker"}[self]
-
-    @property
-    def needs_model_card(self) -> bool:
-        """Its workers read only a model card (config and tokenizer, no weights): the
-        mocker. dis-serve makes a tokenizer-only card for them unless model.id names a local
-        directory; other backends load model.id itself."""
-        return self is Backend.MOCKER
-
-    @property
-    def uses_engine_config(self) -> bool:
-        return self is Backend.TRTLLM
-
-    @property
-    def dgd_backend_framework(self) -> str | None:
-        """The DGD's spec.backendFramework (the CRD knows sglang, vllm and trtllm; the
-        mocker has none)."""
-        return "trtllm" if self is Backend.TRTLLM else None
+DEFAULT_BACKEND = Backend.TRTLLM
 
 
 class Mode(StrEnum):
@@ -99,11 +82,12 @@ class PoolRole(StrEnum):
         return {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
                 PoolRole.AGG: "worker"}[self]
 
-    def k8s_component_name(self, backend: Backend) -> str:
-        """The DGD component name, as in Dynamo's examples (TRTLLMPrefillWorker ...)."""
+    def k8s_component_name(self, engine_prefix: str) -> str:
+        """The DGD component name, as in Dynamo's examples (TRTLLMPrefillWorker ...), after
+        the engine's prefix (engines/)."""
         suffix = {PoolRole.PREFILL: "PrefillWorker", PoolRole.DECODE: "DecodeWorker",
                   PoolRole.AGG: "Worker"}[self]
-        return backend.k8s_component_prefix + suffix
+        return engine_prefix + suffix
 
 
 class ProcessKind(StrEnum):
@@ -113,10 +97,18 @@ class ProcessKind(StrEnum):
     NATS = "nats"
     FRONTEND = "frontend"
     WORKER = "worker"
+    PLANNER = "planner"  # Dynamo's planner (`autoscale`), on the head node
 
     def restart_policy(self, supervision: Supervision) -> Restart:
         """This kind's restart policy in the topology's `supervision` section."""
         return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
+    @property
+    def gates_readiness(self) -> bool:
+        """The graph is ready only once this process is: not the planner, which takes ~25 s
+        to start (two 10 s waits for profiling data the workers do not serve) and routes no
+        request; `status` shows it starting meanwhile, and a failed planner degrades."""
+        return self is not ProcessKind.PLANNER
 
     @property
     def is_coordination(self) -> bool:
@@ -134,15 +126,17 @@ class ProcessKind(StrEnum):
 
     @property
     def serves_alone(self) -> bool:
-        """The graph cannot serve without this very process (a worker has pool peers)."""
-        return self is not ProcessKind.WORKER
+        """The graph cannot serve without this very process (a worker has pool peers; the
+        planner routes nothing)."""
+        return self not in (ProcessKind.WORKER, ProcessKind.PLANNER)
 
     @property
     def stop_rank(self) -> int:
-        """Kinds stop in rising rank: the frontend first (no new requests), then the
-        workers, then NATS, then etcd (which the others deregister from)."""
-        return {ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1, ProcessKind.NATS: 2,
-                ProcessKind.ETCD: 3}[self]
+        """Kinds stop in rising rank: the planner (no more decisions), the frontend (no new
+        requests), then the workers, then NATS, then etcd (which the others deregister
+        from)."""
+        return {ProcessKind.PLANNER: -1, ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1,
+                ProcessKind.NATS: 2, ProcessKind.ETCD: 3}[self]
 
     def port_key(self, port: str, worker_index: int = 0) -> str:
         """The topology key that sets this kind's port named `port` (worker: the
@@ -152,7 +146,8 @@ class ProcessKind(StrEnum):
         return {(ProcessKind.ETCD, "client"): "coordination.etcd.client_port",
                 (ProcessKind.ETCD, "peer"): "coordination.etcd.peer_port",
                 (ProcessKind.NATS, "client"): "coordination.nats.port",
-                (ProcessKind.FRONTEND, "http"): "frontend.port"}[(self, port)]
+                (ProcessKind.FRONTEND, "http"): "frontend.port",
+                (ProcessKind.PLANNER, "system"): "autoscale.system_port"}[(self, port)]
 
 
 class WeightDtype(StrEnum):
