@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..inputs.options import CliFlag, OptionProblem
+from ..inputs.request_model import RequestModel
 from ..inputs.urls import FrontendUrl
 
 OUT_HELP = ("Output directory; rerunning into the same one resumes the sweep (default "
@@ -18,11 +19,7 @@ TOKENIZER_HELP = ("Tokenizer AIPerf counts tokens with (default: the graph's mod
                   "or id).")
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class BenchRequest(_Request):
+class BenchRequest(RequestModel):
     """One sweep of a graph: brought up here (a topology) or already running (`url`), with
     the CI gate against a baseline."""
 
@@ -75,7 +72,7 @@ class BenchRequest(_Request):
         return self.topology or self.running_topology
 
 
-class CompareRequest(_Request):
+class CompareRequest(RequestModel):
     """One scenario on several arms (two topologies, or one varied in one key), one after
     the other, side by side."""
 
@@ -104,7 +101,7 @@ class CompareRequest(_Request):
         return self
 
 
-class DiffRequest(_Request):
+class DiffRequest(RequestModel):
     """Two runs to tell apart."""
 
     run_a: Annotated[Path, CliFlag(argument=True)] = Field(

@@ -6,17 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..inputs.options import CliFlag, OptionProblem
+from ..inputs.request_model import RequestModel
 from .scenario import FaultAction
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class ChaosRequest(_Request):
+class ChaosRequest(RequestModel):
     """One chaos run: a graph brought up here, a scenario of faults, where the results go."""
 
     topology: Annotated[Path | None, CliFlag(argument=True)] = Field(
@@ -26,7 +23,7 @@ class ChaosRequest(_Request):
                                                        ".dis-serve/chaos/<topology>-<scenario>).")
 
 
-class FaultRequest(_Request):
+class FaultRequest(RequestModel):
     """One fault on a running graph, now."""
 
     name: Annotated[str | None, CliFlag(argument=True)] = Field(

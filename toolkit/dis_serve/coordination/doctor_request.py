@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..inputs.options import CliFlag, OptionProblem
+from ..inputs.request_model import RequestModel
 from ..inputs.urls import HttpUrl, NatsUrl
 
 
-class DoctorRequest(BaseModel):
+class DoctorRequest(RequestModel):
     """A graph of ours by name (or the only running one), or any Dynamo deployment by its
     URLs; one report, reports on a refresh, or the cleanup of a crashed graph's keys."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: Annotated[str | None, CliFlag(argument=True)] = Field(
         default=None, description="Graph name (default: the only running graph).")

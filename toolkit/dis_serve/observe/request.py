@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ..inputs.options import CliFlag, OptionProblem
+from ..inputs.request_model import RequestModel
 from ..inputs.urls import FrontendUrl
 
 
-class TopRequest(BaseModel):
+class TopRequest(RequestModel):
     """Which graph to watch (ours by name, or any frontend by URL), and how."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: Annotated[str | None, CliFlag(argument=True)] = Field(
         default=None, description="Graph to watch, on this machine or on Slurm or hosts nodes "

@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PositiveInt,
     field_validator,
@@ -21,6 +19,7 @@ from ..catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
 from ..errors import UserInputError
 from ..inputs import options
 from ..inputs.options import CliFlag
+from ..inputs.request_model import RequestModel
 from ..topology import Hardware, KvCacheDtype, PlacementKind, WeightDtype
 from .perf_model import ModelOnGpu, PerfSource
 
@@ -94,13 +93,11 @@ NODE_GPUS = Hardware.model_fields["gpus_per_node"]
 SPLIT_PATTERN = re.compile(r"(\d+):(\d+)")
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(RequestModel):
     """One planning question. Either `rate` (fewest GPUs that serve it) or `budget` (most
     goodput those GPUs give), and either `isl`/`osl` or a `trace`. Each field is a flag of
-    `dis-serve plan` (`flag_of`), its description the flag's help (inputs/options.py)."""
-
-    # inf and nan are no SLA, rate or price: refused here, not deep in the search.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    `dis-serve plan` (`flag_of`), its description the flag's help (inputs/options.py);
+    inf and nan are no SLA, rate or price (RequestModel), refused here, not in the search."""
 
     model: str = Field(description="Catalog key or Hugging Face id: "
                                    + ", ".join(PLANNED_MODELS) + ".")
@@ -293,11 +290,9 @@ class Workload:
                    stats.max_osl, rate, stats)
 
 
-class PlanFiles(BaseModel):
+class PlanFiles(RequestModel):
     """What `dis-serve plan` writes, beside the question: where its files go and whether to
     copy its topology."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     out: Path | None = Field(
         default=None, description="Directory for plan.json, pareto.png, topologies and the "
