@@ -41,7 +41,7 @@ class FaultAction(StrEnum):
 
 
 @dataclass(frozen=True)
-class FaultRequest:
+class FaultOrder:
     """A fault asked of a running graph: a process (on a named node) or a whole node."""
 
     action: FaultAction

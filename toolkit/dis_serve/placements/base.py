@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ..coordination.doctor import DoctorTarget
-    from ..launch.faults import FaultRequest
+    from ..launch.faults import FaultOrder
     from ..launch.run_record import RunRecord
     from ..launch.rundir import RunDir
     from ..observe.frame import GraphLayout
@@ -129,7 +129,7 @@ class GraphHandle(Protocol):
         ...
 
     # --- act -------------------------------------------------------------------------------
-    def fault(self, request: FaultRequest, say: Callable[[str], None]) -> str | None:
+    def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
         """Apply the fault where the graph's pids live and return once it is over (after
         a pause's SIGCONT); the node it hit (None on a single-machine graph)."""
         ...
@@ -144,7 +144,7 @@ class NodeReach(Protocol):
     of the graph's own job on that node (`srun --jobid`), hosts through a request file in
     the shared run directory that the agent takes within a second."""
 
-    def inflict(self, node: NodeProcesses, request: FaultRequest,
+    def inflict(self, node: NodeProcesses, request: FaultOrder,
                 say: Callable[[str], None]) -> None:
         """Run `dis-serve inflict` on the node; return once the fault is over."""
         ...

@@ -13,7 +13,7 @@ from .view import agent_log_names, node_plans
 
 if TYPE_CHECKING:
     from ...coordination.doctor import DoctorTarget
-    from ...launch.faults import FaultRequest
+    from ...launch.faults import FaultOrder
     from ...launch.run_record import RunRecord
     from ...observe.frame import GraphLayout
     from ...render.cluster_plan import ClusterPlan, NodeProcesses
@@ -62,7 +62,7 @@ class ClusterHandle(RunHandle):
 
         return layout_from_cluster_run(self._run)
 
-    def fault(self, request: FaultRequest, say: Callable[[str], None]) -> str | None:
+    def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
         target = node_of(self._run.read_cluster_plan(), request.node, request.process)
         self._reach().inflict(target, request, say)
         return target.name

@@ -40,7 +40,7 @@ from ..reports import (
 )
 
 if TYPE_CHECKING:
-    from ...launch.faults import FaultRequest
+    from ...launch.faults import FaultOrder
     from ...launch.run_record import RunRecord
     from ...render.cluster_plan import NodeProcesses
     from ...topology import Topology
@@ -102,7 +102,7 @@ class AgentRequests:
     def __init__(self, run: RunDir) -> None:
         self._run = run
 
-    def inflict(self, node: NodeProcesses, request: FaultRequest,
+    def inflict(self, node: NodeProcesses, request: FaultOrder,
                 say: Callable[[str], None]) -> None:
         args = request.inflict_args()
         path = request_fault(self._run.path, node.name, args)

@@ -29,7 +29,7 @@ from .stop import stop_run
 if TYPE_CHECKING:
     from ...coordination.doctor import DoctorTarget
     from ...launch.events import SupervisorEvent
-    from ...launch.faults import FaultRequest
+    from ...launch.faults import FaultOrder
     from ...launch.graph import PreparedRun, RunningGraph
     from ...launch.run_record import RunRecord
     from ...observe.frame import GraphLayout
@@ -174,7 +174,7 @@ class LocalHandle(RunHandle):
         return local_layout(self._run)
 
     # --- act ----------------------------------------------------------------------------
-    def fault(self, request: FaultRequest, say: Callable[[str], None]) -> str | None:
+    def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
         """Signals from here, to the pids the supervisor recorded."""
         from ...launch.faults import apply_fault
 

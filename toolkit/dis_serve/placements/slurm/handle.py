@@ -23,7 +23,7 @@ from .queue import SlurmJob, cancel, job_of, job_state
 from .sbatch import node_name_var
 
 if TYPE_CHECKING:
-    from ...launch.faults import FaultRequest
+    from ...launch.faults import FaultOrder
     from ...launch.run_record import RunRecord
     from ...render.cluster_plan import NodeProcesses
     from ...topology import Topology
@@ -40,7 +40,7 @@ class JobSteps:
     def __init__(self, run: RunDir, job: SlurmJob) -> None:
         self._run, self._job = run, job
 
-    def inflict(self, node: NodeProcesses, request: FaultRequest,
+    def inflict(self, node: NodeProcesses, request: FaultOrder,
                 say: Callable[[str], None]) -> None:
         run, job = self._run, self._job
         host = run.read_addresses().get(node_name_var(node.index))
