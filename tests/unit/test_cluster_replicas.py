@@ -14,8 +14,9 @@ from conftest import GRAPHS
 from dis_serve.errors import UserInputError
 from dis_serve.launch.agent import node_launch_plan, runtime_values
 from dis_serve.launch.node_configs import NodeContext, balancer_settings, write_node_configs
-from dis_serve.render.hosts import render_hosts_plan
-from dis_serve.render.slurm import ADDRESSES_FILE, render_slurm_plan
+from dis_serve.placements.hosts.scripts import render_hosts_plan
+from dis_serve.placements.slurm.sbatch import render_slurm_plan
+from dis_serve.render.run_layout import ADDRESSES_FILE
 from dis_serve.topology import Topology
 
 DATA = yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text())

@@ -6,8 +6,8 @@ from __future__ import annotations
 import yaml
 
 from conftest import GRAPHS, validate_manifest
-from dis_serve.render.k8s import render_manifests
-from dis_serve.render.target_files import dump_manifests
+from dis_serve.placements.kubernetes.dump import dump_manifests
+from dis_serve.placements.kubernetes.manifests import render_manifests
 from dis_serve.topology import Topology
 
 

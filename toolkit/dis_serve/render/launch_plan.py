@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engines import engine_for
-from ..placement import WorkerSlot, worker_slots
 from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import (
     EtcdMode,
@@ -33,6 +32,7 @@ from .balancer import (
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
+from .node_layout import WorkerSlot, worker_slots
 from .tls_planes import (
     endpoint_tls,
     etcd_tls_args,
@@ -337,7 +337,7 @@ def _frontends(topo: Topology, target: TargetParams, client_tls: EndpointTls | N
 
 
 # The name a graph on one machine gives its only node (the balancer's config file).
-LOCAL_NODE = "local"
+LOCAL_NODE = "machine"
 
 
 def balancer_spec(topo: Topology, *, run_dir: str, node: str, data_dir: str,
