@@ -62,7 +62,8 @@ def test_keepalived_accepts_the_floating_address(tmp_path):
     config.write_text(keepalived_config(VrrpSettings(
         instance="dis-serve-demo", router_id=51, interface="eth0", address="10.0.0.1",
         peers=["10.0.0.2", "10.0.0.3"], floating_address="10.0.0.100",
-        monitor_socket=str(tmp_path / "monitor.sock"), bid_file=str(tmp_path / "bid"))))
+        monitor_socket=str(tmp_path / "monitor.sock"), bid_file=str(tmp_path / "bid"),
+        first=False)))
     report = tmp_path / "check.log"
     checked = subprocess.run([_binary("keepalived"), f"-t{report}", "-f", str(config)],
                              capture_output=True, text=True, timeout=30)

@@ -114,7 +114,19 @@ def _ready(cluster, home: Path) -> bool:
     return code == 0 and observed.get("phase") == "ready"
 
 
-def _judge(load: StreamingChats, fault_at: float, what: str) -> dict:
+def _holder(run: RunDir) -> str | None:
+    """The node that holds the floating address, as its agent published it."""
+    for path in sorted(run.path.glob("vrrp-*.json")):
+        try:
+            if json.loads(path.read_text()).get("holds"):
+                return path.stem.removeprefix("vrrp-")
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _judge(load: StreamingChats, fault_at: float, what: str,
+           holder: str | None = None) -> dict:
     """What the load saw from `fault_at` on: in-flight streams cut, new requests failed,
     and failed after the settling time, with the last failure's start."""
     outcomes = list(load.outcomes)
@@ -122,7 +134,7 @@ def _judge(load: StreamingChats, fault_at: float, what: str) -> dict:
     new = [o for o in outcomes if o.started >= fault_at]
     failed = [o for o in new if not o.ok]
     figures = {
-        "fault": what, "in_flight": len(in_flight),
+        "fault": what, "address_held_by": holder, "in_flight": len(in_flight),
         "in_flight_failed": sum(not o.ok for o in in_flight),
         "new": len(new), "new_failed": len(failed),
         "new_failed_after_settle": sum(o.started >= fault_at + SETTLE_S for o in failed),
@@ -155,19 +167,21 @@ def test_a_frontend_killed_on_a_healthy_graph_fails_no_request_that_had_not_star
     with StreamingChats(ENDPOINT, "demo-model", threads=3, max_tokens=24, timeout_s=6,
                         verify=ca) as load:
         assert wait_until(lambda: load.served_between(0, time.monotonic()) >= 6, timeout=30)
+        holder = _holder(run)
         killed_at = time.monotonic()
         os.killpg(_state_pid(run, HEAD, "frontend-0"), signal.SIGKILL)
         time.sleep(WATCH_S)
-        figures = _judge(load, killed_at, "SIGKILL frontend-0")
+        figures = _judge(load, killed_at, "SIGKILL frontend-0", holder)
     assert figures["new_failed"] == 0, figures
     assert wait_until(lambda: _ready(cluster, home), timeout=30)
 
 
 def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_after(graph):
-    cluster, home, _run, ca = graph
+    cluster, home, run, ca = graph
     with StreamingChats(ENDPOINT, "demo-model", threads=3, max_tokens=24, timeout_s=6,
                         verify=ca) as load:
         assert wait_until(lambda: load.served_between(0, time.monotonic()) >= 6, timeout=30)
+        holder = _holder(run)
         paused_at = time.monotonic()
         _signal_node(cluster, HEAD_NS_NODE, signal.SIGSTOP)
         try:
@@ -179,10 +193,11 @@ def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_afte
         finally:
             _signal_node(cluster, HEAD_NS_NODE, signal.SIGCONT)
         resumed_at = time.monotonic()
-        figures = _judge(load, paused_at, f"SIGSTOP node {HEAD} {PAUSE_S} s")
-        assert wait_until(lambda: _ready(cluster, home), timeout=60)
+        figures = _judge(load, paused_at, f"SIGSTOP node {HEAD} {PAUSE_S} s", holder)
+        assert wait_until(lambda: _ready(cluster, home), timeout=60), \
+            _diagnosis(cluster, home, run)
         back = round(time.monotonic() - resumed_at, 2)
-        print(f"\nFIGURES {json.dumps({'ready_after_sigcont_s': back})}")
+        print(f"\nFIGURES {json.dumps({'ready_after_sigcont_s': back, 'holder': _holder(run)})}")
     assert observed["phase"] == "degraded", observed
     assert any(problem.startswith(f"node {HEAD}:") for problem in observed["problems"])
     assert {p["node"] for p in observed["processes"] if p["state"] == "gone"} == {HEAD}
@@ -191,18 +206,20 @@ def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_afte
 
 
 def test_a_lost_head_node_leaves_a_degraded_graph_serving_through_the_address(graph):
-    cluster, home, _run, ca = graph
+    cluster, home, run, ca = graph
     with StreamingChats(ENDPOINT, "demo-model", threads=3, max_tokens=24, timeout_s=6,
                         verify=ca) as load:
         assert wait_until(lambda: load.served_between(0, time.monotonic()) >= 6, timeout=30)
         names = {_name(pid) for pid in cluster.processes_in(HEAD_NS_NODE)}
+        holder = _holder(run)
         lost_at = time.monotonic()
         _signal_node(cluster, HEAD_NS_NODE, signal.SIGSTOP)  # none sees another die
         _signal_node(cluster, HEAD_NS_NODE, signal.SIGKILL)
         assert {"slurmd", "keepalived", "haproxy", "etcd"} <= names, names
         time.sleep(WATCH_S)
-        figures = _judge(load, lost_at, f"SIGKILL node {HEAD}")
-        assert wait_until(lambda: _status(cluster, home)[0] == 3, timeout=20)
+        figures = _judge(load, lost_at, f"SIGKILL node {HEAD}", holder)
+        assert wait_until(lambda: _status(cluster, home)[0] == 3, timeout=20), \
+            _diagnosis(cluster, home, run)
         _code, observed = _status(cluster, home)
         text = _cli(cluster, home, "status", NAME)
         print(f"\nSTATUS after the loss (exit {text.returncode}):\n{text.stdout}")
@@ -233,6 +250,21 @@ def test_down_after_the_loss_ends_promptly_and_leaves_nothing_behind(graph):
     assert not [p for p in data.glob(f"{NAME}*")], list(data.glob(f"{NAME}*"))
 
 
+def _diagnosis(cluster, home: Path, run: RunDir) -> str:
+    """What to read when a step fails: status, the addresses each node holds, the job, and
+    the last lines of the floating address's, the balancers' and the agents' logs."""
+    parts = [_cli(cluster, home, "status", NAME).stdout]
+    for node in ("n1", "n2", "n3"):
+        parts.append(f"{node}: " + cluster.run_in(node, "ip", "-4", "-o", "addr").stdout)
+    parts.append(subprocess.run(["squeue", "-h", "-o", "%i %T %N %r"], env=cluster.env,
+                                capture_output=True, text=True, check=False).stdout)
+    for log in sorted(run.logs.glob("*.log")):
+        if log.stem.startswith(("vrrp", "balancer", "agent", "slurm")):
+            parts.append(f"--- {log.name}\n" + "\n".join(
+                log.read_text(errors="replace").splitlines()[-15:]))
+    return "\n".join(parts)
+
+
 def _name(pid: int) -> str | None:
     try:
         return psutil.Process(pid).name()
@@ -260,7 +292,7 @@ def _node_state(cluster, node: str) -> str:
 
 
 def _job_state(cluster, home: Path) -> str:
-    job = json.loads((RunDir.for_graph(NAME, home).slurm_job_file).read_text())["job_id"]
+    job = RunDir.for_graph(NAME, home).read_record().job_id
     out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=cluster.env,
                          capture_output=True, text=True, check=False)
     return out.stdout.strip()

@@ -31,7 +31,7 @@ def _vrrp(**changes) -> VrrpSettings:
                            "address": "10.0.0.1", "peers": ["10.0.0.2"],
                            "floating_address": "10.0.0.100",
                            "monitor_socket": "/run/node/balancer.sock",
-                           "bid_file": "/run/node/vrrp-bid"} | changes)
+                           "bid_file": "/run/node/vrrp-bid", "first": True} | changes)
 
 
 def test_a_replica_is_healthy_only_when_it_can_route_the_model():
@@ -121,3 +121,14 @@ def test_the_agents_bid_raises_the_priority_one_per_takeover():
 
 def test_keepalived_words_escape_quotes_and_backslashes():
     assert keepalived_word('a "b" \\c') == '"a \\"b\\" \\\\c"'
+
+
+def test_the_first_frontend_node_takes_the_address_and_the_others_join_after():
+    from dis_serve.render.balancer import JOIN_DELAY_S
+
+    assert "vrrp_startup_delay" not in keepalived_config(_vrrp(first=True))
+    assert f"vrrp_startup_delay {JOIN_DELAY_S}" in keepalived_config(_vrrp(first=False))
+
+
+def test_the_holder_repeats_its_gratuitous_arp_so_a_stale_holder_is_outshouted():
+    assert "vrrp_garp_master_refresh 1" in keepalived_config(_vrrp())

@@ -52,7 +52,7 @@ from ..render.tls_planes import node_pki
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
 from ..topology.security import TlsMode
-from .agent_contact import keep_in_touch
+from .agent_contact import keep_in_touch, read_heartbeat
 from .cluster_tls import prepare_node_tls
 from .etcd_members import MemberPlace, member_start_state
 from .events import describe
@@ -286,9 +286,17 @@ class _NodeShare:
         print(f"[{self.node}] {line}", flush=True)
 
     def other_states(self) -> dict[str, GraphStatus | None]:
-        """The other nodes' agents' last view (state-<node>.json), None where none is."""
-        return {n.name: NodeRunDir(self.run.path, n.name).read_state()
-                for n in self.cluster.nodes if n.name != self.node}
+        """The other nodes' agents' last view (state-<node>.json), None where none is or
+        where the agent is gone (its heartbeat stale: a lost node's last view, which would
+        hold the stop back for nothing)."""
+        found = {}
+        for node in self.cluster.nodes:
+            if node.name == self.node:
+                continue
+            beat = read_heartbeat(self.run.path, node.name)
+            found[node.name] = (None if beat is None or beat.stale
+                                else NodeRunDir(self.run.path, node.name).read_state())
+        return found
 
 
 def _supervise_node(share: _NodeShare) -> int:

@@ -152,6 +152,7 @@ def vrrp_settings(ctx: NodeContext) -> VrrpSettings:
         interface=floating.interface or interface_of(own), address=own,
         peers=[ctx.address(n) for n in ctx.nodes_running(ProcessKind.VRRP)
                if n.name != ctx.node.name],
+        first=ctx.node.head,  # the first frontend node (service_slots spread from the head)
         floating_address=floating.address, monitor_socket=str(ctx.data_dir / MONITOR_SOCKET),
         bid_file=str(ctx.data_dir / BID_FILE),
         curl=shutil.which("curl") or "/usr/bin/curl")

@@ -28,6 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field
 # VRRP advertisements every second: a lost holder is replaced after three silent intervals
 # (and its skew), about 3 s; measured on the test bed in docs/multi-node.md.
 ADVERT_INTERVAL_S = 1
+# The holder repeats its gratuitous ARP every second: a node that held the address and was
+# not shut down cleanly (keepalived killed on a live machine, a paused one) still answers
+# ARP for it, and a client that asked at the wrong moment is set right within a second.
+GARP_REFRESH_S = 1
+# The other frontend nodes start taking part this long after the first, which therefore
+# holds the address from the start (where to look; the head's loss is the full failover).
+JOIN_DELAY_S = 3
 # The bid: base priority plus the holder's takeover count (capped), minus this when its load
 # balancer cannot route, so that a healthy node always outbids a sick holder.
 BASE_PRIORITY = 100
@@ -171,6 +178,8 @@ class VrrpSettings(BaseModel):
     monitor_socket: str = Field(description="The local balancer's monitor (haproxy_config).")
     bid_file: str = Field(description="The file the node's agent writes its takeover count "
                                       "into (an integer keepalived adds to the priority).")
+    first: bool = Field(description="The first frontend node (the head): it takes the address "
+                                    "when the graph starts, the others join a moment later.")
     curl: str = "/usr/bin/curl"
 
 
@@ -190,6 +199,8 @@ def keepalived_config(settings: VrrpSettings) -> str:
         "global_defs {",
         f"  router_id {settings.instance}",
         "  vrrp_version 3",
+        f"  vrrp_garp_master_refresh {GARP_REFRESH_S}",
+        *([] if settings.first else [f"  vrrp_startup_delay {JOIN_DELAY_S}"]),
         "  enable_script_security",
         "  script_user root",
         "}",
