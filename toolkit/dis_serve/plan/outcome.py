@@ -34,6 +34,11 @@ class Latencies(_Frozen):
     ttft_p90_ms: Figure = Field(description="90th-percentile time to first token.")
     itl_mean_ms: Figure = Field(description="Mean inter-token latency.")
     itl_p90_ms: Figure = Field(description="90th percentile of requests' mean ITL.")
+    ttft_tail_ms: Figure | None = Field(
+        default=None, description="TTFT at the SLA's percentile (`request.sla_percentile`; "
+                                  "at the default 90th, `ttft_p90_ms`).")
+    itl_tail_ms: Figure | None = Field(
+        default=None, description="Requests' mean ITL at the SLA's percentile.")
 
 
 class Deployment(Latencies):
@@ -65,9 +70,9 @@ class Replay(Latencies):
     output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
     passed: bool = Field(description="Whether the plan held: the SLA for at least the share "
-                                     "of requests its percentile promises (90%), a steady "
-                                     "state, and the planned throughput within one back-off "
-                                     "step.")
+                                     "of requests its percentile promises (90% by default), "
+                                     "a steady state, and the planned throughput within one "
+                                     "back-off step.")
     failed_because: str | None = Field(default=None,
                                        description="Which of those failed, if one did.")
     wall_s: Figure = Field(description="Wall time of the replay.")

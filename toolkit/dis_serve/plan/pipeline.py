@@ -125,6 +125,6 @@ def _replay_split(result: PlanResult, out_dir: Path) -> Replay:
     replayed = replay_plan(request.target(), split, profile, result.workload,
                            ttft_sla_ms=request.ttft_ms, itl_sla_ms=request.itl_ms,
                            requests=request.replay_requests,
-                           gpus_per_node=request.gpus_per_node)
+                           gpus_per_node=request.gpus_per_node, sla_share=request.sla_share)
     return replay_summary("split", split, replayed,
                           replay_failure(split, replayed, result.workload))

@@ -43,7 +43,8 @@ def plan_title(result: PlanResult) -> str:
         f" (trace {wl.trace.path.name})" if wl.trace
         else " (offline: closed loop)" if wl.closed_loop else "")
     return (f"{req.target().name} on {req.gpu.value} (trtllm, {req.dtype.value}), {lengths}, "
-            f"{goal}; SLA: p90 TTFT <= {req.ttft_ms:g} ms, p90 ITL <= {req.itl_ms:g} ms")
+            f"{goal}; SLA: p{req.sla_percentile:g} TTFT <= {req.ttft_ms:g} ms, "
+            f"p{req.sla_percentile:g} ITL <= {req.itl_ms:g} ms")
 
 
 def deployment(cand: Candidate) -> Deployment:
@@ -57,6 +58,7 @@ def deployment(cand: Candidate) -> Deployment:
         tokens_per_s_per_user=cand.tokens_per_s_per_user,
         ttft_mean_ms=pred.ttft_mean_ms, ttft_p90_ms=pred.ttft_p90_ms,
         itl_mean_ms=pred.itl_ms, itl_p90_ms=pred.itl_p90_ms,
+        ttft_tail_ms=pred.ttft_tail_ms, itl_tail_ms=pred.itl_tail_ms,
         runs_out_first=cand.limit)
 
 
@@ -69,7 +71,8 @@ def replay_summary(name: str, cand: Candidate, rep: ReplayResult,
         measured_requests=rep.measured_requests,
         steady=rep.steady, ttft_mean_ms=rep.ttft_mean_ms,
         ttft_p90_ms=rep.ttft_p90_ms, itl_mean_ms=rep.itl_mean_ms,
-        itl_p90_ms=rep.itl_p90_ms, requests_per_s=rep.served_rate,
+        itl_p90_ms=rep.itl_p90_ms, ttft_tail_ms=rep.ttft_tail_ms, itl_tail_ms=rep.itl_tail_ms,
+        requests_per_s=rep.served_rate,
         output_tokens_per_s=rep.output_tokens_per_s,
         sla_met_share=rep.sla_met_share, passed=failure is None, failed_because=failure,
         wall_s=rep.wall_s,
