@@ -163,7 +163,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
                   f"{chosen.tokens_per_s_per_gpu:.1f} tokens/s/GPU, "
                   f"{outcome.plan_yearly_usd:,.0f} USD/year at {req.hourly_price:g} "
                   "USD/GPU-hour", markup=False)
-    console.print(outcome.verdict, markup=False)
+    console.print(outcome.verdict.sentence, markup=False)
+    console.print(outcome.verdict.uncertainty, markup=False)
     _print_verification(outcome)
     if outcome.measured_error is not None:
         console.print(_ledger_line(outcome), markup=False)

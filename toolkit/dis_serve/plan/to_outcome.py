@@ -10,11 +10,13 @@ from ..topology import Mode
 from .emit import placement_note
 from .outcome import (
     Deployment,
+    ModeErrorInfo,
     PerformanceModelInfo,
     PlannedPool,
     PlanOutcome,
     Replay,
     SavingsInfo,
+    Verdict,
     VerificationStep,
     WorkloadInfo,
 )
@@ -23,6 +25,7 @@ from .recommend import PlanResult
 from .replay import ReplayResult
 from .request import Objective
 from .search import Candidate
+from .verdict import Uncertainty, sentence
 from .verify import Verification
 
 # Where a replayed figure differs from the prediction by more than this, the report names it.
@@ -121,8 +124,25 @@ def _agreement(name: str, cand: Candidate, rep: ReplayResult) -> str:
     return text
 
 
+def verdict_info(result: PlanResult, found: Uncertainty, topologies: dict[Mode, Path],
+                 scenario: Path | None, command: str | None) -> Verdict:
+    """The verdict `plan.json` holds: the decision, its margin, the error around it and how
+    to settle it."""
+    return Verdict(
+        disaggregation_pays=result.disagg_pays, sentence=result.verdict, margin=found.margin,
+        margin_of=found.basis, model_error=found.model_error,
+        mode_errors=[ModeErrorInfo(mode=e.mode, error=e.error, distance=e.distance,
+                                   nearest=[c.source for c in e.nearest])
+                     for e in found.errors],
+        too_close_to_call=found.too_close_to_call, uncertainty=sentence(found, command),
+        compare_command=command,
+        topologies={mode.value: str(path) for mode, path in topologies.items()},
+        scenario=None if scenario is None else str(scenario))
+
+
 def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Path],
-                 checks: dict[Mode, Verification], emit_refused: str | None) -> PlanOutcome:
+                 checks: dict[Mode, Verification], emit_refused: str | None,
+                 verdict: Verdict) -> PlanOutcome:
     """Everything `plan.json` holds, from the search's result and what the replay saw."""
     request, model, savings = result.request, result.model, result.savings
     steps = [VerificationStep(mode=mode, deployment=a.candidate.label, gpus=a.candidate.gpus,
@@ -140,7 +160,7 @@ def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Pat
                                                fallback_reason=model.fallback_reason),
         calibration=result.calibration, plan=deployment(result.chosen),
         plan_yearly_usd=round(yearly_cost(result.chosen.gpus, request.hourly_price)),
-        disaggregation_pays=result.disagg_pays, verdict=result.verdict,
+        disaggregation_pays=result.disagg_pays, verdict=verdict,
         savings=None if savings is None else SavingsInfo(
             gpus=savings.gpus, agg_gpus=savings.agg_gpus, share=round(savings.share, 4),
             yearly_usd=round(savings.yearly_usd), price_per_gpu_hour=request.hourly_price),
