@@ -31,6 +31,7 @@ from itertools import combinations
 from pathlib import Path
 
 from ..catalog import GPUS, GpuType, find_known_model
+from ..engines import planned_engine
 from ..topology import Mode
 
 MEASURED_ERROR_FILE = Path(__file__).resolve().parents[1] / "builtin" / "measured_error.csv"
@@ -38,7 +39,7 @@ MEASURED_ERROR_FILE = Path(__file__).resolve().parents[1] / "builtin" / "measure
 # decide).
 NEAREST_CASES = 3
 # The engine dis-serve plans for; published comparisons on another one are that much further.
-PLANNED_ENGINE = "trtllm"
+PLANNED_ENGINE = planned_engine().backend.value
 
 
 @dataclass(frozen=True)
