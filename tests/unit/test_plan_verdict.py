@@ -97,7 +97,7 @@ def test_for_a_rate_the_margin_is_the_share_of_gpus_saved():
                             ttft_ms=1000.0, itl_ms=50.0)
     planned = make_plan(request)
     found = uncertainty(planned, [])
-    assert found.basis == "GPUs"
+    assert found.basis == "GPUs saved"
     assert found.margin == pytest.approx(1 - planned.best_disagg.gpus / planned.best_agg.gpus)
 
 

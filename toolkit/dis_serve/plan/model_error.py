@@ -15,8 +15,9 @@ distance: the error at a plan is the root-mean-square error of its nearest measu
 the same mode plus `slope` times the distance to the nearest. The distance counts each factor e
 between the plan's and the case's prompt length, output length, planned inter-token
 latency, model size, GPU memory bandwidth and tensor-parallel size as one, and a different
-arrival process (closed loop or Poisson), weight format or engine (the published
-disaggregated comparisons ran vLLM) as one each; the slope is the median, over pairs of
+arrival process (closed loop or Poisson), weight format, engine (the published disaggregated
+comparisons ran vLLM) or performance model (the roofline, where AIConfigurator cannot
+answer) as one each; the slope is the median, over pairs of
 measured cases, of how much their errors differ per unit of distance between them.
 """
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from ..catalog import GPUS, GpuType, find_known_model
 from ..engines import planned_engine
 from ..topology import Mode
+from .perf_model import PerfSource
 
 MEASURED_ERROR_FILE = Path(__file__).resolve().parents[1] / "builtin" / "measured_error.csv"
 # A plan's error is the root-mean-square of its nearest few cases' (one odd case does not
@@ -56,6 +58,8 @@ class Point:
     itl_ms: float
     arrival: str
     engine: str = PLANNED_ENGINE
+    performance_model: str = PerfSource.AICONFIGURATOR.value
+    """What predicted it (every shipped case is AIConfigurator's; a roofline plan is further)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,8 @@ def distance(a: Point, b: Point) -> float:
     return (_log_gap(a.isl, b.isl) + _log_gap(a.osl, b.osl) + _log_gap(a.itl_ms, b.itl_ms)
             + _log_gap(_params(a.model), _params(b.model))
             + _log_gap(_bandwidth(a.gpu), _bandwidth(b.gpu)) + _log_gap(a.tp, b.tp)
-            + (a.arrival != b.arrival) + (a.dtype != b.dtype) + (a.engine != b.engine))
+            + (a.arrival != b.arrival) + (a.dtype != b.dtype) + (a.engine != b.engine)
+            + (a.performance_model != b.performance_model))
 
 
 def slope(cases: list[MeasuredCase]) -> float:
@@ -155,6 +160,7 @@ def ledger_cases(entries) -> list[MeasuredCase]:
         arrival = "offline" if e.point.startswith("concurrency") else "poisson"
         cases.append(MeasuredCase(Point(
             mode=Mode(e.mode), model=e.model, gpu=e.gpu, dtype=e.dtype, tp=None, isl=e.isl,
-            osl=e.osl, itl_ms=e.predicted.itl_mean_ms or 0.0, arrival=arrival),
+            osl=e.osl, itl_ms=e.predicted.itl_mean_ms or 0.0, arrival=arrival,
+            performance_model=e.performance_model),
             predicted / measured, f"ledger: {e.deployment}, {e.point} ({e.recorded_at})"))
     return cases

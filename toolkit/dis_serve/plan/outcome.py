@@ -122,7 +122,7 @@ class ModeErrorInfo(_Frozen):
     distance: Figure = Field(description="Distance to the nearest measured case (0: the plan "
                                          "is one; a unit is a factor e in a length, latency, "
                                          "size or bandwidth, or one mismatch of arrivals, "
-                                         "weight format or engine).")
+                                         "weight format, engine or performance model).")
     nearest: list[str] = Field(description="The measured cases it comes from, nearest first.")
 
 
@@ -137,7 +137,8 @@ class Verdict(_Frozen):
                     "tokens/s per GPU (a budget: d / a - 1) or GPUs saved (a rate: "
                     "(a - d) / a); negative where aggregated serving is ahead; None when only "
                     "one mode meets the SLA.")
-    margin_of: str = Field(description="What the margin compares: tokens/s per GPU or GPUs.")
+    margin_of: str = Field(description="What the margin compares: tokens/s per GPU, or GPUs "
+                                       "saved.")
     model_error: Figure | None = Field(
         description="How far the margin may be off, given each mode's measured error near "
                     "this plan, in the margin's unit (None: a mode was never measured).")

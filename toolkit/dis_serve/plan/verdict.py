@@ -59,14 +59,15 @@ def point_of(result: PlanResult, cand: Candidate) -> Point:
     return Point(mode=cand.mode, model=request.target().name, gpu=request.gpu.value,
                  dtype=request.dtype.value, tp=pool.tp, isl=workload.isl, osl=workload.osl,
                  itl_ms=cand.prediction.itl_ms,
-                 arrival="offline" if workload.closed_loop else "poisson")
+                 arrival="offline" if workload.closed_loop else "poisson",
+                 performance_model=result.model.source.value)
 
 
 def uncertainty(result: PlanResult, cases: list[MeasuredCase] | None = None) -> Uncertainty:
     """The plan's margin and the error around it, from the built-in measured cases and the
     ledger's (`cases` replaces both)."""
     request, agg, disagg = result.request, result.best_agg, result.best_disagg
-    basis = "GPUs" if request.objective is Objective.FEWEST_GPUS else "tokens/s per GPU"
+    basis = "GPUs saved" if request.objective is Objective.FEWEST_GPUS else "tokens/s per GPU"
     if agg is None or disagg is None:
         return Uncertainty(None, basis, (), None)
     if cases is None:
