@@ -23,7 +23,7 @@ from .emit import (
 )
 from .ledger import recorded_error
 from .mocker_profile import profile_tables, write_profile
-from .outcome import PlanOutcome, Replay
+from .outcome import PlanOutcome, Replay, Verdict
 from .plots import pareto_png
 from .recommend import PlanResult, make_plan
 from .replay import replay_plan
@@ -120,7 +120,7 @@ def _write_topologies(result: PlanResult, out_dir: Path,
     }
 
 
-def _verdict(result: PlanResult, out_dir: Path, files: dict[str, Path]):
+def _verdict(result: PlanResult, out_dir: Path, files: dict[str, Path]) -> Verdict:
     """The verdict with its uncertainty; with both modes, their best deployments as trtllm
     topologies and the plan's workload as a scenario, for the comparison that settles it."""
     found = uncertainty(result)
