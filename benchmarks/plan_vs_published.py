@@ -27,11 +27,20 @@ worker (TensorRT-LLM's GUARANTEED_NO_EVICT scheduler and batch tuner), NVIDIA's 
 MAX_UTILIZATION with batches of 806-2048; the engine settings are in the data file with their
 sources. NVIDIA's v5.0 H100 run is pipeline-parallel (TP1 PP2), which the planner does not
 plan.
+
+MLPerf's Server and Interactive runs of the same systems (`mlperf_llama2_70b_sla.csv`) are
+aggregated serving under Poisson arrivals at p99 TTFT and TPOT limits (2 s / 200 ms and
+450 ms / 40 ms): planned the same way at those limits (`sla_percentile` 99), bracketed, and
+planned at the input length that reconciles the offline run of the same round and system
+(the dataset is the same), which checks what serving under the SLA costs against the
+hardware. `--write-errors` rewrites this benchmark's rows of the planner's measured cases
+(`benchmarks/published/measured_error.csv`: each table case and each Server and Interactive
+run at its twin's length), which its verdicts weigh their margins with.
 `benchmarks/aiconfigurator_at_trtllm_batch.py` checks the step-time model itself at the batch
 each published run used.
 
     python benchmarks/plan_vs_published.py [--only CASE ...] [--no-replay] [--no-mlperf]
-        [--mlperf-only]
+        [--mlperf-only] [--write-errors]
 """
 
 from __future__ import annotations
