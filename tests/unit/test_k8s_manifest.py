@@ -322,3 +322,55 @@ def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
     assert {"name": "router-policy", "configMap": {"name": router_policy_map_name(topo)}} in \
         frontend["volumes"]
     assert "/home/me" not in " ".join(args)
+
+
+BUILT_IN_KINDS = {"Namespace", "PersistentVolumeClaim", "Job", "ConfigMap", "Secret",
+                  "NetworkPolicy", "Service"}
+
+
+def _rendered_directory(graph: str, tmp_path) -> list[dict]:
+    """What `kubectl apply -f k8s/` reads: every file `render` writes directly in k8s/."""
+    from dis_serve.render.target_files import Target, render_target
+
+    topo = load_model_file(Topology, GRAPHS / graph)
+    files = render_target(topo, Target.K8S, tmp_path).files
+    return [doc for name, text in sorted(files.items())
+            if name.startswith("k8s/") and name.count("/") == 1
+            for doc in yaml.safe_load_all(text) if doc]
+
+
+def _pod_specs(docs: list[dict]) -> list[dict]:
+    specs = [c["podTemplate"]["spec"] for c in _dgd(docs)["spec"]["components"]]
+    return specs + [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Job"]
+
+
+@pytest.mark.parametrize("graph", EXAMPLES)
+def test_applying_the_rendered_directory_needs_nothing_made_by_hand(graph, tmp_path):
+    docs = _rendered_directory(graph, tmp_path)
+    # Dynamo's platform brings the DGD's CRD; the SLA planner reads Prometheus, so its graph
+    # also needs a Prometheus Operator (for its PodMonitors); nothing else is assumed.
+    topo = load_model_file(Topology, GRAPHS / graph)
+    assumed = BUILT_IN_KINDS | {"DynamoGraphDeployment"} | (
+        {"PodMonitor"} if topo.autoscale is not None else set())
+    assert {d["kind"] for d in docs} <= assumed
+    made = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    made |= {("Secret", d["spec"]["secretName"]) for d in docs if d["kind"] == "Certificate"}
+    for doc in docs:
+        namespace = doc["metadata"].get("namespace")
+        assert namespace in (None, "default") or ("Namespace", namespace) in made
+    for spec in _pod_specs(docs):
+        for volume in spec.get("volumes", []):
+            if "secret" in volume:
+                assert ("Secret", volume["secret"]["secretName"]) in made
+            if "configMap" in volume:
+                assert ("ConfigMap", volume["configMap"]["name"]) in made
+            if "persistentVolumeClaim" in volume:
+                assert ("PersistentVolumeClaim",
+                        volume["persistentVolumeClaim"]["claimName"]) in made
+        for container in spec["containers"] + spec.get("initContainers", []):
+            for env in container.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                assert ref is None or ("Secret", ref["name"]) in made
+            # The Hugging Face token is a credential only its owner has: optional.
+            assert all(source["secretRef"].get("optional") for source in
+                       container.get("envFrom", []))

@@ -23,6 +23,7 @@ def validate(
 ) -> None:
     """Check topology files (schema, parallelism, GPU budget, memory, ports). Starts nothing."""
     from ..render.cluster_plan import checkpoint_warning
+    from ..render.k8s import platform_note
     from ..render.model_cache import unpinned_revision_warning
     from ..topology import Topology
     from ..yaml_input import load_model_file
@@ -39,6 +40,7 @@ def validate(
                 console.print(f"warning: {warning}", markup=False)
         if topo.placement.kind.multi_node:
             _print_placement(topo)
+        console.print(f"kubernetes platform: {platform_note(topo)}", markup=False)
         # The same warnings `up` prints, before anyone starts the graph.
         from ..launch.preflight import exposure_warnings
 
@@ -93,9 +95,12 @@ def render(
     for step in result.first_steps:
         console.print(f"first: {step}", markup=False)
     if chosen.includes(Target.K8S):
-        console.print(f"next: kubectl apply -f {out_dir / 'k8s' / 'deployment.yaml'} "
-                      f"(and {out_dir / 'k8s' / 'podmonitor.yaml'} where a Prometheus "
-                      "Operator runs)", markup=False)
+        from ..render.k8s_monitor import OPTIONAL_FILE, pod_monitor_file
+
+        console.print(f"next: kubectl apply -f {out_dir / 'k8s'}", markup=False)
+        if pod_monitor_file(topo) == OPTIONAL_FILE:
+            console.print(f"next: kubectl apply -f {(out_dir / OPTIONAL_FILE).parent} (where "
+                          "a Prometheus Operator runs: the graph's metrics)", markup=False)
     if chosen.wanted(Target.HOSTS, topo):
         console.print(f"next: copy {out_dir / 'hosts'} to every node and follow its "
                       "README.md", markup=False)

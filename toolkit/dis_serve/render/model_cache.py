@@ -149,8 +149,10 @@ def render_download_job(topo: Topology) -> dict[str, Any] | None:
     container = {
         "name": "download", "image": image_ref(topo),
         "command": ["sh", "-c", _download_script(topo)],
-        # The token reaches this Job only; workers run offline and never see it.
-        "envFrom": [{"secretRef": {"name": cache.hf_token_secret}}],
+        # The token reaches this Job only; workers run offline and never see it. Optional,
+        # as in NVIDIA's recipes/deepseek-r1/model-cache/model-download.yaml: a model that
+        # is not gated downloads without one.
+        "envFrom": [{"secretRef": {"name": cache.hf_token_secret, "optional": True}}],
         "env": [{"name": "HF_HOME", "value": HF_HOME},
                 {"name": "HF_XET_HIGH_PERFORMANCE", "value": "1"}],
         "volumeMounts": [{"name": VOLUME, "mountPath": CACHE_MOUNT}],

@@ -16,7 +16,7 @@ from ..topology import Topology
 from .engine_config import dump_engine_config, engine_config_path, render_engine_configs
 from .hosts import render_hosts_files
 from .k8s import apply_prerequisites, apply_warnings, operator_notes, render_manifests
-from .k8s_monitor import monitor_notes, render_pod_monitors
+from .k8s_monitor import monitor_notes, pod_monitor_file, render_pod_monitors
 from .launch_plan import RenderContext, render_launch_plan
 from .shell_script import render_shell_script
 from .slurm import render_sbatch_script
@@ -86,9 +86,9 @@ def render_files(topo: Topology, target: Target, out_dir: Path) -> dict[str, str
     if target.includes(Target.K8S):
         files["k8s/deployment.yaml"] = dump_manifests(render_manifests(topo),
                                                       operator_notes(topo))
-        files["k8s/podmonitor.yaml"] = dump_manifests(
+        files[pod_monitor_file(topo)] = dump_manifests(
             render_pod_monitors(topo), monitor_notes(topo),
-            heading="Where a Prometheus Operator runs (kubectl apply -f podmonitor.yaml):")
+            heading="The graph's PodMonitors, for a Prometheus Operator:")
     if target.wanted(Target.HOSTS, topo):
         files |= {f"hosts/{name}": text for name, text in render_hosts_files(topo).items()}
         files |= _engine_config_files(topo, "hosts")
@@ -113,6 +113,7 @@ def render_target(topo: Topology, target: Target, out_dir: Path,
     what the target cannot use at all, warnings and first steps for the rest."""
     warnings: list[str] = []
     first: list[str] = []
+    files = render_files(topo, target, out_dir)
     if target.includes(Target.K8S):
         from ..errors import UserInputError
         from .model_cache import local_path_problem
@@ -121,8 +122,22 @@ def render_target(topo: Topology, target: Target, out_dir: Path,
             raise UserInputError(problem, source=source, key="model.id")
         warnings += apply_warnings(topo)
         first += apply_prerequisites(topo)
-    return RenderResult(files=render_files(topo, target, out_dir), warnings=warnings,
-                        first_steps=first)
+        files |= _tls_secrets_file(topo, out_dir)
+    return RenderResult(files=files, warnings=warnings, first_steps=first)
+
+
+def _tls_secrets_file(topo: Topology, out_dir: Path) -> dict[str, str]:
+    """k8s/tls-secrets.yaml where the graph's Secrets are dis-serve's: the one rendered file
+    made with fresh keys, kept from the last render while its certificates still fit."""
+    from .k8s_secrets import SECRETS_FILE, secrets_notes, tls_secret_docs
+
+    path = out_dir / SECRETS_FILE
+    previous = path.read_text() if path.is_file() else None
+    docs = tls_secret_docs(topo, previous)
+    if not docs:
+        return {}
+    return {SECRETS_FILE: dump_manifests(docs, secrets_notes(topo),
+                                         heading="What this file holds:")}
 
 
 def write_files(files: dict[str, str], out_dir: Path) -> list[Path]:

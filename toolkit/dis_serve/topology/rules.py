@@ -296,7 +296,14 @@ def check_security(topo: TopologySpec) -> None:
         raise ValueError(problem)
 
 
+def check_kubernetes_tls(topo: TopologySpec) -> None:
+    if topo.kubernetes.tls.planes and not topo.security.tls.mode.encrypts:
+        raise ValueError("kubernetes.tls.planes is true (the platform's etcd and NATS require "
+                         "TLS client certificates) but security.tls.mode is off, so the pods "
+                         "hold no certificate; turn TLS on or set planes: false")
+
+
 # In the order they run: the first broken rule is the one reported.
 RULES = (check_name, check_architecture, check_placement, check_pools, check_parallelism,
          check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory, check_ports,
-         check_kv_buffer, check_autoscale, check_security)
+         check_kv_buffer, check_autoscale, check_security, check_kubernetes_tls)
