@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from dis_serve.render.mpi_launch import NVIDIA_WORKER_ENV
+from dis_serve.engines.trtllm import WORKER_ENV as NVIDIA_WORKER_ENV
 from dis_serve.render.shell_words import word
 from dis_serve.render.slurm import node_address_var, render_slurm_plan
 from dis_serve.topology import Topology

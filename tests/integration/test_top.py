@@ -18,7 +18,7 @@ from dis_serve.observe.frame import (
     DEPRECATED_FAMILIES,
     ENGINE_FAMILIES,
     FRONTEND_FAMILIES,
-    TRTLLM_FAMILIES,
+    KV_TRANSFER_FAMILIES,
     WORKER_FAMILIES,
 )
 from dis_serve.observe.prom_window import parse_page
@@ -57,7 +57,7 @@ def test_every_metric_top_reads_is_on_the_real_graph_and_none_is_deprecated(grap
     for worker in ("prefill-0", "decode-0"):
         assert [f for f in WORKER_FAMILIES if f not in pages[worker]] == [], worker
     assert [f for f in ENGINE_FAMILIES if f not in pages["decode-0"]] == []
-    read = {*FRONTEND_FAMILIES, *WORKER_FAMILIES, *ENGINE_FAMILIES, *TRTLLM_FAMILIES}
+    read = {*FRONTEND_FAMILIES, *WORKER_FAMILIES, *ENGINE_FAMILIES, *KV_TRANSFER_FAMILIES}
     assert not read & set(DEPRECATED_FAMILIES)
 
 

@@ -16,11 +16,8 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
-from dis_serve.render.engine_config import (
-    cuda_graph_batch_sizes,
-    load_template,
-    render_engine_configs,
-)
+from dis_serve.engines.trtllm import cuda_graph_batch_sizes, load_template
+from dis_serve.render.engine_config import render_engine_configs
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 

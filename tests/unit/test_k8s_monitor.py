@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import GRAPHS
-from conftest import K8S_FIXTURES, validate_custom_resource
+from conftest import GRAPHS, K8S_FIXTURES, validate_custom_resource
 from dis_serve.render.k8s import render_dgd
 from dis_serve.render.k8s_monitor import pod_monitor_file, render_pod_monitors
 from dis_serve.render.k8s_network import GRAPH_LABEL, TYPE_LABEL

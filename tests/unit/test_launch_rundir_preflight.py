@@ -10,9 +10,9 @@ import pytest
 
 from dis_serve.ansi import strip_ansi
 from dis_serve.builtin import DEMO_TOPOLOGY
+from dis_serve.engines.mocker import WORKER_USS_MIB as MOCKER_WORKER_USS_MIB
 from dis_serve.errors import PreflightError
 from dis_serve.launch.preflight import (
-    MOCKER_WORKER_USS_MIB,
     check_memory,
     check_ports,
     exposure_warnings,

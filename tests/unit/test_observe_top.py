@@ -19,7 +19,7 @@ from dis_serve.observe.frame import (
     ENGINE_FAMILIES,
     FRONTEND_FAMILIES,
     ITL,
-    TRTLLM_FAMILIES,
+    KV_TRANSFER_FAMILIES,
     TTFT,
     WORKER_FAMILIES,
     GraphLayout,
@@ -141,7 +141,7 @@ def test_a_reset_counter_counts_its_new_value():
 
 
 def test_top_reads_no_deprecated_metric_and_the_real_pages_have_what_it_reads():
-    read = {*FRONTEND_FAMILIES, *WORKER_FAMILIES, *ENGINE_FAMILIES, *TRTLLM_FAMILIES}
+    read = {*FRONTEND_FAMILIES, *WORKER_FAMILIES, *ENGINE_FAMILIES, *KV_TRANSFER_FAMILIES}
     assert not read & set(DEPRECATED_FAMILIES)
     after = _scrape("after", 0).pages
     names = {p: " ".join(after[p].names()) for p in PROCESSES}

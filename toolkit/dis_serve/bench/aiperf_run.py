@@ -60,9 +60,9 @@ def aiperf_executable() -> list[str]:
 
 
 def build_argv(scenario: Scenario, point: SweepPoint, target: AiperfTarget,
-               artifact_dir: Path, *, export_level: str = "summary") -> list[str]:
-    """The `aiperf profile` command line for one sweep point. `export_level` "records" adds
-    the per-request export (profile_export.jsonl) that `dis-serve chaos` reads."""
+               artifact_dir: Path) -> list[str]:
+    """The `aiperf profile` command line for one sweep point, with the per-request export
+    (profile_export.jsonl) that the report's CDFs and `dis-serve chaos` read."""
     argv = [*aiperf_executable(), "profile",
             "--model", target.model,
             "--url", target.url,

@@ -96,11 +96,6 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _sig(value: float | None) -> str:
-    # Metrics span 0.8 req/s to 1,200 ms: four significant digits suit all of them.
-    return "n/a" if value is None else f"{value:.4g}"
-
-
 def markdown_table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |",
              "|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|"]

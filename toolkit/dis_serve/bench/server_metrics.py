@@ -8,8 +8,8 @@ measurement window. This module names the endpoints and folds AIPerf's
 `server_metrics_export.json` into one row per pool (the seed's per-phase view).
 
 Metric names were read off a running Dynamo 1.6.1 graph (frontend, mocker prefill/decode
-workers); the mocker's prefill workers publish no `trtllm:*` engine gauges, so their KV-cache
-use is reported as unknown rather than as zero.
+workers); the mocker's prefill workers publish no engine gauges, so their KV-cache use is
+reported as unknown rather than as zero.
 """
 
 from __future__ import annotations
@@ -20,17 +20,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..engines import worker_metrics
 from ..errors import RunError
 from ..render.metrics_endpoints import FRONTEND, MetricsEndpoint
 from ..topology import PoolRole
 
+# The engines' own gauges, by the names their modules give them (engines/).
+ENGINE_METRICS = worker_metrics()
 # Requests admitted by a worker's handler and not finished (Dynamo runtime, every worker).
 ACTIVE = "dynamo_component_inflight_requests"
 # Requests waiting in front of a worker: Dynamo's queue before the engine, then the engine's own.
-WORKER_QUEUES = ("dynamo_request_queue", "trtllm:num_requests_waiting")
+WORKER_QUEUES = ("dynamo_request_queue", *filter(None, [ENGINE_METRICS.queue]))
 # Requests the KV router holds back per worker type because every worker is busy.
 ROUTER_QUEUE = "dynamo_frontend_router_queue_pending_requests"
-KV_USAGE = "trtllm:kv_cache_usage_perc"  # a fraction of the worker's KV blocks, despite the name
+KV_USAGE = ENGINE_METRICS.kv_usage  # a fraction of the worker's KV blocks
 # The frontend's own gauges, as Dynamo 1.6.1's frontend exports them (read off its /metrics
 # under load). `active_requests` is what the deprecated `inflight_requests` counted under a
 # clearer name (the same readings, side by side). `queued_requests` (waiting for a first

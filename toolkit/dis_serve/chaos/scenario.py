@@ -64,10 +64,6 @@ class Fault(_Strict):
             return f"node {self.node}"
         return self.process + (f" on {self.node}" if self.node else "")
 
-    @property
-    def ends_at_s(self) -> float:
-        return self.at_s + (self.duration_s or 0.0)
-
 
 class ChaosLimits(_Strict):
     """Worst acceptable outcome; `dis-serve chaos` exits 1 past any of them."""

@@ -35,6 +35,8 @@ def validate(
         console.print(f"ok {path}: {topo.name} ({topo.backend.value}, {topo.mode.value}: "
                       f"{pools}; {topo.total_gpus}/{topo.hardware.total_gpus} GPUs)",
                       markup=False)
+        if topo.version_note:
+            console.print(f"note: {path}: {topo.version_note}", markup=False)
         for warning in (unpinned_revision_warning(topo), checkpoint_warning(topo)):
             if warning is not None:
                 console.print(f"warning: {warning}", markup=False)

@@ -24,15 +24,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..atomic_file import write_atomic
+from ..engines import engine_distributions, engine_for
 from ..topology import Topology
 from .machine import HostEvidence, observe_host
 
 FINGERPRINT_FILE = "fingerprint.json"
 SCHEMA_VERSION = 1
 REDACTED = "<redacted>"
-# Distributions whose versions decide what a run measured, where installed.
+# Distributions whose versions decide what a run measured, where installed (each engine's
+# own from its module, engines/).
 PACKAGES = ("ai-dynamo", "ai-dynamo-runtime", "aiperf", "aiconfigurator", "aiconfigurator-core",
-            "tensorrt-llm", "torch", "nixl", "transformers", "pydantic")
+            *engine_distributions(), "torch", "nixl", "transformers", "pydantic")
 # An environment variable whose name says it holds a secret, and a URL's password.
 SECRET_NAME = re.compile(r"TOKEN|PASSW|SECRET|KEY|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION|NKEY"
                          , re.IGNORECASE)
@@ -131,7 +133,7 @@ def topology_evidence(topo: Topology, file: SourceFile | None,
 
     pinned = topo.model.revision if COMMIT_RE.fullmatch(topo.model.revision) else None
     engine_configs = {}
-    if topo.backend.uses_engine_config:
+    if engine_for(topo.backend).uses_engine_config:
         engine_configs = {role.value: sha256_text(dump_engine_config(config))
                           for role, config in render_engine_configs(topo).items()}
     return TopologyEvidence(

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic_file import write_atomic
+from ..engines import engine_for
 from ..errors import RunError, UserInputError
 from ..probes import http_client, router_view, tcp_accepts
 from ..render.cluster_plan import (
@@ -178,7 +179,8 @@ def _write_missing_inputs(topo: Topology, own: LaunchPlan, run_dir: Path) -> Non
     """The model card and engine configs, where the run directory lacks them."""
     card = own.model_path if own.needs_model_card else None
     missing_card = card is not None and not (Path(card) / "config.json").is_file()
-    missing_configs = topo.backend.uses_engine_config and not (run_dir / ENGINE_CONFIG_DIR).is_dir()
+    missing_configs = (engine_for(topo.backend).uses_engine_config
+                       and not (run_dir / ENGINE_CONFIG_DIR).is_dir())
     if missing_card or missing_configs:
         write_worker_inputs(topo, run_dir, card)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic_file import write_atomic
+from ..engines import engine_for
 from ..errors import RunError
 from ..render.dynamo_argv import LOOPBACK
 from ..render.launch_plan import (
@@ -146,7 +147,7 @@ def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -
     if model_card is not None:
         write_model_card(Path(model_card), topo.model.resolved_architecture(),
                          name=topo.model.id)
-    if topo.backend.uses_engine_config:
+    if engine_for(topo.backend).uses_engine_config:
         # Owned by the renderer (render/engine_config.py): one YAML per pool role at the paths
         # the plan's --extra-engine-args name.
         from ..render.engine_config import write_engine_configs
@@ -157,7 +158,7 @@ def write_worker_inputs(topo: Topology, run_dir: Path, model_card: str | None) -
 def local_model_dir(topo: Topology) -> str | None:
     """A mocker model id that names a local directory is used as is (the user's own card or
     a downloaded model); any other id gets a generated tokenizer-only card."""
-    if not topo.backend.needs_model_card:
+    if not engine_for(topo.backend).needs_model_card:
         return None
     path = Path(topo.model.id).expanduser()
     return str(path.resolve()) if (path / "config.json").is_file() else None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from ..engines import engine_for
 from ..errors import PreflightError
 from ..placement import gpu_assignment
 from ..render.launch_plan import LaunchPlan, ProcessSpec
@@ -79,18 +80,18 @@ def check_placement(topo: Topology) -> None:
 
 
 def check_backend(topo: Topology) -> None:
-    """The trtllm backend needs TensorRT-LLM, enough GPUs, and one node (locally)."""
+    """A GPU engine runs on one node (locally) with enough GPUs; an engine whose workers
+    import a module (TensorRT-LLM) needs it installed."""
+    if topo.backend.needs_gpu and topo.hardware.nodes != 1:
+        raise PreflightError(
+            f"{topo.name}: hardware.nodes is {topo.hardware.nodes}; `up` runs a "
+            f"{topo.backend.value} graph on this node only: set placement.slurm (then `up` "
+            "submits a Slurm job) or use `dis-serve render --target hosts|slurm|k8s`")
+    requirement = engine_for(topo.backend).requires
+    if requirement is not None and importlib.util.find_spec(requirement.module) is None:
+        raise PreflightError(requirement.missing)
     if not topo.backend.needs_gpu:
         return
-    if topo.hardware.nodes != 1:
-        raise PreflightError(
-            f"{topo.name}: hardware.nodes is {topo.hardware.nodes}; `up` runs a trtllm graph "
-            "on this node only: set placement.slurm (then `up` submits a Slurm job) or use "
-            "`dis-serve render --target hosts|slurm|k8s`")
-    if importlib.util.find_spec("tensorrt_llm") is None:
-        raise PreflightError(
-            "backend trtllm needs TensorRT-LLM, which is not installed here; install it on "
-            "an NVIDIA GPU host (pip install 'dis-serve[gpu]') or use backend: mocker")
     gpus = visible_gpus()
     needed = max((g for ids in gpu_assignment(topo).values() for w in ids for g in w),
                  default=-1) + 1
@@ -116,17 +117,17 @@ def visible_gpus() -> int:
 # (graphs/demo.yaml, Dynamo 1.6.1, Python 3.11), idle after 20 chat requests: what each
 # process adds is its unique memory (USS: etcd 30, NATS 17, frontend 83, a mocker worker 30
 # of its 112 resident); the rest of a Python process's resident memory is libraries every
-# one of them maps from the same files, counted once. TensorRT-LLM workers are left out:
-# their host memory depends on the model and engine, and check_backend checks the GPUs.
+# one of them maps from the same files, counted once. A worker's figure is its engine's
+# (`worker_uss_mib`, engines/): none for TensorRT-LLM, whose host memory depends on the
+# model and engine (check_backend checks the GPUs).
 MEASURED_USS_MIB = {ProcessKind.ETCD: 30, ProcessKind.NATS: 17, ProcessKind.FRONTEND: 83}
-MOCKER_WORKER_USS_MIB = 30
 SHARED_LIBRARIES_MIB = 80
 
 
 def process_memory_mib(spec: ProcessSpec, topo: Topology) -> int | None:
     """What one process of the plan adds to the machine's memory (None: not known)."""
     if spec.kind is ProcessKind.WORKER:
-        return MOCKER_WORKER_USS_MIB if topo.backend.needs_model_card else None
+        return engine_for(topo.backend).worker_uss_mib
     return MEASURED_USS_MIB[spec.kind]
 
 

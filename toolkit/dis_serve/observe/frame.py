@@ -5,8 +5,8 @@ observe/scrape.py, drawing in the CLI).
 Metric names were read off a running Dynamo 1.6.1 demo graph (frontend, mocker prefill and
 decode workers) and Dynamo's own catalog (`dynamo/prometheus_names.py`); none is deprecated:
 the frontend's `active_requests` and `stage_requests` stand where the deprecated
-`inflight_requests` / `queued_requests` were, and the engine's `trtllm:kv_cache_usage_perc`
-where its compatibility alias `trtllm:gpu_cache_usage_perc` was.
+`inflight_requests` / `queued_requests` were, and the engine's KV-cache gauge where its
+compatibility alias was (the engines' names are their modules', engines/).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..bench.server_metrics import (
     ACTIVE,
+    ENGINE_METRICS,
     FRONTEND_ACTIVE,
     KV_USAGE,
     ROUTER_QUEUE,
@@ -38,12 +39,13 @@ ACTIVE_DECODE_BLOCKS = "dynamo_frontend_worker_active_decode_blocks"
 TOTAL_KV_BLOCKS = "dynamo_frontend_model_total_kv_blocks"
 ROUTER_CACHED_PREFIX = "dynamo_component_router_kv_selected_cached_prefix_tokens_total"
 ROUTER_KV_TRANSFER = "dynamo_component_router_kv_transfer_estimated_latency_seconds"
-# TensorRT-LLM workers (Dynamo's trtllm_additional names): measured KV transfers.
-KV_TRANSFER_LATENCY = "trtllm_kv_transfer_latency_seconds"
-KV_TRANSFER_SPEED = "trtllm_kv_transfer_speed_gb_s"
+# Measured KV transfers, where the engine times them (TensorRT-LLM workers: engines/).
+KV_TRANSFER_LATENCY = ENGINE_METRICS.kv_transfer_latency
+KV_TRANSFER_SPEED = ENGINE_METRICS.kv_transfer_speed
 WORKER_ENDPOINT = {"dynamo_endpoint": "generate"}
 # Every family a frame reads, by who publishes it (an integration test finds each of the
-# first three groups on a running demo graph; the TensorRT-LLM ones exist only there).
+# first three groups on a running demo graph; the KV-transfer ones exist only where an engine
+# times its transfers).
 FRONTEND_FAMILIES = (FRONTEND_REQUESTS, TTFT, ITL, FRONTEND_ACTIVE, STAGE_REQUESTS,
                      OUTPUT_TOKENS, INPUT_TOKENS, CACHED_TOKENS, ACTIVE_DECODE_BLOCKS,
                      TOTAL_KV_BLOCKS, ROUTER_CACHED_PREFIX, ROUTER_KV_TRANSFER, ROUTER_QUEUE,
@@ -52,10 +54,10 @@ DYNAMO_QUEUE, ENGINE_QUEUE = WORKER_QUEUES
 WORKER_FAMILIES = (WORKER_REQUESTS, ACTIVE, DYNAMO_QUEUE)
 # The engine's own gauges: the mocker's decode workers publish them, its prefill ones not.
 ENGINE_FAMILIES = (KV_USAGE, ENGINE_QUEUE)
-TRTLLM_FAMILIES = (KV_TRANSFER_LATENCY, KV_TRANSFER_SPEED)
+KV_TRANSFER_FAMILIES = (KV_TRANSFER_LATENCY, KV_TRANSFER_SPEED)
 # Deprecated in Dynamo 1.6.1's catalog or marked a compatibility alias on the page itself.
 DEPRECATED_FAMILIES = ("dynamo_frontend_inflight_requests", "dynamo_frontend_queued_requests",
-                       "trtllm:gpu_cache_usage_perc")
+                       *ENGINE_METRICS.deprecated)
 # A pool this full (KV cache or batch slots) with nothing queued is near its limit.
 SATURATED = 0.8
 

@@ -30,9 +30,6 @@ class Page:
         return [s for s in self.samples if s.name == name
                 and all(s.labels.get(k) == v for k, v in (where or {}).items())]
 
-    def has(self, name: str) -> bool:
-        return any(s.name == name for s in self.samples)
-
     def total(self, name: str, where: Where = None) -> float | None:
         """The sum over every matching series; None when there is none."""
         found = self.select(name, where)

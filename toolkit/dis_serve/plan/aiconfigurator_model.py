@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 from ..catalog import find_known_model
+from ..engines import planned_engine
 from ..topology import KvCacheDtype, WeightDtype
 from .perf_model import (
     SERVING_CORRECTIONS,
@@ -30,7 +31,8 @@ from .perf_model import (
     steady_prompt_steps,
 )
 
-BACKEND = "trtllm"
+# AIConfigurator's name for the engine the planner sizes graphs of (engines/).
+BACKEND = planned_engine().aiconfigurator_backend
 
 _KV_MODE = {KvCacheDtype.BF16: "bfloat16", KvCacheDtype.FP8: "fp8"}
 

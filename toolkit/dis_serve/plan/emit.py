@@ -17,8 +17,10 @@ import yaml
 from pydantic import ValidationError
 
 from ..catalog import find_known_model
+from ..engines import planned_engine, twin_engine
+from ..engines.base import TwinTiming
 from ..errors import RunError
-from ..topology import Backend, Mode, PlacementKind, PoolRole, Topology
+from ..topology import TOPOLOGY_SCHEMA_VERSION, Mode, PlacementKind, PoolRole, Topology
 from .perf_model import ModelOnGpu
 from .predict import kv_transfer_gbps
 from .replay import BLOCK_SIZE, kv_blocks
@@ -56,12 +58,13 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
     target = request.target()
     pools = _pools_section(plan, request)
     data: dict = {
+        "schema_version": TOPOLOGY_SCHEMA_VERSION,
         "name": graph_name(request, plan, mock),
         # The checkpoint that holds the planned weight format (TRT-LLM never quantizes).
         "model": _model_section(request, workload),
         "hardware": {"gpu": request.gpu.value, "gpus_per_node": request.gpus_per_node,
                      "nodes": math.ceil(plan.gpus / request.gpus_per_node)},
-        "backend": (Backend.MOCKER if mock else Backend.TRTLLM).value,
+        "backend": (twin_engine() if mock else planned_engine()).backend.value,
         "mode": plan.mode.value,
         "pools": pools,
         "kv_cache": {"block_size": BLOCK_SIZE},
@@ -75,14 +78,7 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
         data["autoscale"] = {"ttft_ms": request.ttft_ms, "itl_ms": request.itl_ms,
                              "max_gpus": plan.gpus}
     if mock:
-        data["mocker"] = {"num_gpu_blocks": _mock_blocks(target, plan)}
-        if profile is not None:
-            data["mocker"]["profile_data"] = str(profile.resolve())
-        if plan.mode is Mode.DISAGG:
-            # The same link speed the prediction and the replay charge for shipping KV.
-            prefill, decode = plan.pool(PoolRole.PREFILL), plan.pool(PoolRole.DECODE)
-            data["mocker"]["kv_transfer_bandwidth_gbps"] = kv_transfer_gbps(
-                prefill.tp, decode.tp, plan.gpus > request.gpus_per_node)
+        data |= _twin_sections(target, plan, request, profile)
     # TP sizes are powers of two no wider than a node, so packing pools in order never
     # strands a GPU: ceil(GPUs / node) nodes always hold them.
     if not mock and request.placement is not PlacementKind.LOCAL:
@@ -221,6 +217,21 @@ def _checkpoint_id(request: PlanRequest) -> str:
     assert known is not None
     checkpoint = known.checkpoint(request.dtype.value)
     return checkpoint.hf_id if checkpoint is not None else known.hf_id
+
+
+def _twin_sections(target: ModelOnGpu, plan: Candidate, request: PlanRequest,
+                   profile: Path | None) -> dict:
+    """What the mock graph's engine reads to imitate the planned one (engines/)."""
+    gbps = None
+    if plan.mode is Mode.DISAGG:
+        # The same link speed the prediction and the replay charge for shipping KV.
+        prefill, decode = plan.pool(PoolRole.PREFILL), plan.pool(PoolRole.DECODE)
+        gbps = kv_transfer_gbps(prefill.tp, decode.tp, plan.gpus > request.gpus_per_node)
+    twin = twin_engine().twin_settings
+    assert twin is not None
+    return twin(TwinTiming(num_gpu_blocks=_mock_blocks(target, plan),
+                           profile_data=None if profile is None else str(profile.resolve()),
+                           kv_transfer_bandwidth_gbps=gbps))
 
 
 def _mock_blocks(target: ModelOnGpu, plan: Candidate) -> int:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..engines import planned_engine
 from ..sizing import fit_worker_memory
 from ..topology import Mode, PoolRole
 from .perf_model import ModelOnGpu
@@ -153,7 +154,8 @@ def kv_blocks(target: ModelOnGpu, pool: PoolPlan, block_size: int = BLOCK_SIZE) 
 def engine_args(target: ModelOnGpu, plan: Candidate, pool: PoolPlan, profile: Path,
                 gpus_per_node: int) -> dict:
     engine = {
-        "backend": "trtllm", "worker_type": pool.role.worker_type, "block_size": BLOCK_SIZE,
+        "backend": planned_engine().replay_backend, "worker_type": pool.role.worker_type,
+        "block_size": BLOCK_SIZE,
         "max_num_seqs": pool.max_batch, "max_num_batched_tokens": pool.max_num_tokens,
         "num_gpu_blocks": kv_blocks(target, pool),
         "timing_model": {"type": "external", "provider": "dynamo_profile",

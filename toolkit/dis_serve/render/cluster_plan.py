@@ -12,9 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..engines import engine_for
 from ..placement import NodeLayout, node_layout, worker_slots
 from ..security.pki_files import EndpointTls, PkiPaths
-from ..topology import Backend, EtcdMode, NatsMode, Topology
+from ..topology import EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
 from .engine_config import ENGINE_CONFIG_DIR
 from .launch_plan import (
@@ -27,7 +28,6 @@ from .launch_plan import (
     worker_spec,
 )
 from .launch_plan import frontend_spec as _frontend_spec
-from .mpi_launch import NVIDIA_WORKER_ENV
 from .shell_words import runtime
 from .tls_planes import (
     dynamo_tls_env,
@@ -103,8 +103,9 @@ class ClusterPlan(BaseModel):
 
 
 def checkpoint_warning(topo: Topology) -> str | None:
-    """`validate`'s warning for a TensorRT-LLM graph on several nodes without model.path."""
-    if topo.backend is not Backend.TRTLLM or topo.model.path is not None or not (
+    """`validate`'s warning for a graph whose workers load weights (not a model card), on
+    several nodes, without model.path."""
+    if engine_for(topo.backend).needs_model_card or topo.model.path is not None or not (
             topo.placement.kind.multi_node or topo.hardware.nodes > 1):
         return None
     return (f"model.path is not set: on hosts and Slurm the workers run offline and load "
@@ -117,7 +118,7 @@ def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
         return ctx.model_path, False
     if topo.model.path is not None:  # the checkpoint on shared storage (NVIDIA's way)
         return topo.model.path, False
-    if topo.backend.needs_model_card:
+    if engine_for(topo.backend).needs_model_card:
         return f"{ctx.run_dir}/model-card", True
     return topo.model.id, False
 
@@ -185,10 +186,7 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
         target = node_target(topo, ctx, model_path, head_address, address, tls)
         specs = _head_processes(topo, ctx, target, address, tls) if node.head else []
         for slot in node.workers:
-            spec = worker_spec(topo, slot, target, ports[slot.name])
-            if topo.backend is Backend.TRTLLM:  # NVIDIA's H100 worker environment
-                spec = spec.model_copy(update={"env": {**NVIDIA_WORKER_ENV, **spec.env}})
-            specs.append(spec)
+            specs.append(worker_spec(topo, slot, target, ports[slot.name]))
         nodes.append(NodeProcesses(index=node.index, name=node.name, address=address,
                                    head=node.head, processes=specs))
     http_host = _frontend_host(topo, head_address)

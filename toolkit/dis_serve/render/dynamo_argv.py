@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..engines import engine_for
 from ..security.pki_files import FrontendTlsFiles, PkiPaths
-from ..topology import Backend, EtcdMode, NatsMode, PoolRole, Topology
+from ..topology import EtcdMode, NatsMode, PoolRole, Topology
 from .engine_config import engine_config_name
 from .tls_planes import dynamo_tls_env
 
@@ -32,7 +33,7 @@ class TargetParams(BaseModel):
     http_port: int = Field(description="The frontend's HTTP port.")
     model_path: str = Field(description="Model directory or id the workers load.")
     engine_config_dir: str = Field(
-        description="Directory holding each pool role's TRT-LLM engine config, ROLE.yaml.")
+        description="Directory holding each pool role's engine config, ROLE.yaml.")
     router_policy_config: str | None = Field(
         default=None, description="Where the frontend reads the router policy YAML.")
     advertise_host: str = Field(
@@ -115,71 +116,14 @@ def frontend_argv(topo: Topology, target: TargetParams) -> list[str]:
     return module_argv(target.python, FRONTEND_MODULE, frontend_args(topo, target))
 
 
-def mocker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
-    """`dynamo.mocker`'s flags for a worker of `role`."""
-    pool = topo.pools.get(role)
-    assert pool is not None
-    mock = topo.mocker
-    args = ["--model-path", target.model_path, "--model-name", topo.model.name]
-    # The mocker takes no --namespace: its endpoint path names one. Where the platform
-    # supplies the namespace (Kubernetes' operator: NAMESPACE-NAME, unknown here) the flag is
-    # left out and the mocker builds the same path from DYN_NAMESPACE.
-    if target.namespace is not None:
-        args += ["--endpoint", f"dyn://{target.namespace}.{role.dynamo_component}.generate"]
-    args += ["--engine-type", "trtllm",
-             "--disaggregation-mode", role.disaggregation_mode,
-             "--max-num-seqs", str(pool.max_batch_size),
-             "--max-num-batched-tokens", str(pool.max_num_tokens),
-             "--max-model-len", str(topo.model.max_seq_len),
-             "--block-size", str(topo.kv_cache.block_size),
-             "--kv-cache-dtype", topo.model.kv_cache_dtype.engine_dtype,
-             "--speedup-ratio", f"{mock.speedup_ratio:g}"]
-    if mock.num_gpu_blocks is not None:
-        args += ["--num-gpu-blocks-override", str(mock.num_gpu_blocks)]
-    if mock.kv_transfer_bandwidth_gbps is not None and role is not PoolRole.AGG:
-        args += ["--kv-transfer-bandwidth", f"{mock.kv_transfer_bandwidth_gbps:g}"]
-    if mock.profile_data is not None:
-        args += ["--planner-profile-data", mock.profile_data]
-    if not mock.prefix_caching:
-        args.append("--no-enable-prefix-caching")
-    return args
-
-
-def trtllm_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
-    """`dynamo.trtllm`'s flags for a worker of `role`."""
-    pool = topo.pools.get(role)
-    assert pool is not None
-    args = ["--model", target.model_path, "--served-model-name", topo.model.name]
-    if target.namespace is not None:
-        args += ["--namespace", target.namespace]
-    args += ["--disaggregation-mode", role.disaggregation_mode,
-             "--extra-engine-args", target.engine_config(role),
-             "--tensor-parallel-size", str(pool.tensor_parallel),
-             "--max-batch-size", str(pool.max_batch_size),
-             "--max-num-tokens", str(pool.max_num_tokens),
-             "--max-seq-len", str(topo.model.max_seq_len)]
-    # The engine config carries the KV-cache share (and wins over this flag in dynamo.trtllm);
-    # the flag only repeats a pool's own value for people reading the command line.
-    if pool.free_gpu_memory_fraction is not None:
-        args += ["--free-gpu-memory-fraction", f"{pool.free_gpu_memory_fraction:g}"]
-    # Iteration metrics cost decode throughput (Dynamo 1.6.1's own words): only when asked,
-    # or when Dynamo's planner needs them.
-    if topo.publishes_engine_metrics:
-        args.append("--publish-metrics")
-    if role.publishes_kv_events and topo.router.mode.is_kv_aware:
-        args.append("--publish-kv-events")
-    return args
-
-
 def worker_args(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
-    """The flags of a worker of `role` for the topology's backend."""
-    if topo.backend is Backend.TRTLLM:
-        return trtllm_args(topo, role, target)
-    return mocker_args(topo, role, target)
+    """The flags of a worker of `role`, as the topology's engine builds them."""
+    return engine_for(topo.backend).worker_args(topo, role, target)
 
 
 def worker_argv(topo: Topology, role: PoolRole, target: TargetParams) -> list[str]:
-    return module_argv(target.python, topo.backend.module, worker_args(topo, role, target))
+    return module_argv(target.python, engine_for(topo.backend).module,
+                       worker_args(topo, role, target))
 
 
 def dynamo_env(topo: Topology, target: TargetParams) -> dict[str, str]:

@@ -11,7 +11,7 @@ text out.
 from __future__ import annotations
 
 from ..placement import node_layout
-from ..topology import Backend, KvInterconnect, NatsAuth, Topology
+from ..topology import KvInterconnect, NatsAuth, Topology
 from ..topology.security import TlsMode
 from .cluster_plan import (
     CLUSTER_PLAN_FILE,
@@ -81,10 +81,10 @@ def token_lines(auth: NatsAuth | None) -> list[str]:
 
 
 def _worker_node_checks(topo: Topology, node: NodeProcesses) -> list[str]:
-    """Before this node's TensorRT-LLM workers start: the checkpoint is where model.path
-    says, and memory may be locked (UCX and NIXL pin the KV-cache buffers they send;
-    NVIDIA runs TRT-LLM containers with `--ulimit memlock=-1`)."""
-    if topo.backend is not Backend.TRTLLM or not any(p.role for p in node.processes):
+    """Before this node's GPU workers (TensorRT-LLM) start: the checkpoint is where
+    model.path says, and memory may be locked (UCX and NIXL pin the KV-cache buffers they
+    send; NVIDIA runs TRT-LLM containers with `--ulimit memlock=-1`)."""
+    if not topo.backend.needs_gpu or not any(p.role for p in node.processes):
         return []
     lines = ["", "# before the workers start"]
     if (path := topo.model.path) is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..engines import engine_for
 from ..topology import PoolRole, Topology
 from .dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from .engine_config import dump_engine_config, engine_config_name, render_engine_configs
@@ -123,7 +124,9 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
     """The worker pod without its command: (pod spec, its `main` container)."""
     container: dict[str, Any] = {
         "name": "main", "image": image_ref(topo), "workingDir": "/workspace",
-        "env": [{"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
+        # The engine's environment, as on every target, then the pod's own.
+        "env": [*({"name": k, "value": v} for k, v in engine_for(topo.backend).worker_env.items()),
+                {"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
                 *offline_env(), *rdma_env(topo), *planes_env(topo)],
         "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
         **worker_probes(topo),
@@ -143,7 +146,7 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
     pod_spec["volumes"] += volumes
     if (wait := wait_for_cache(topo)) is not None:
         pod_spec["initContainers"] = [wait]
-    if topo.backend.uses_engine_config:
+    if engine_for(topo.backend).uses_engine_config:
         container["volumeMounts"].append({"name": "engine-configs",
                                           "mountPath": ENGINE_CONFIG_MOUNT, "readOnly": True})
         pod_spec["volumes"].append({"name": "engine-configs",
@@ -155,10 +158,12 @@ def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     pool = topo.pools.get(role)
     assert pool is not None
     target = target_params(topo)
+    engine = engine_for(topo.backend)
     pod_spec, container = _worker_pod(topo, role)
-    container["command"] = [target.python, "-m", topo.backend.module]
+    container["command"] = [target.python, "-m", engine.module]
     container["args"] = worker_args(topo, role, target)
-    return {"name": role.k8s_component_name(topo.backend), "type": role.k8s_component_type,
+    return {"name": role.k8s_component_name(engine.k8s_component_prefix),
+            "type": role.k8s_component_type,
             "replicas": pool.workers,
             # The operator mounts /dev/shm itself (and drops a user volume there); NCCL
             # between a worker's TP ranks needs more than its 8Gi default.
@@ -177,7 +182,7 @@ def render_dgd(topo: Topology) -> dict[str, Any]:
         component["podTemplate"] = {"metadata": {"annotations": metrics_opt_out()},
                                     **component["podTemplate"]}
     spec: dict[str, Any] = {"components": components}
-    if (framework := topo.backend.dgd_backend_framework) is not None:
+    if (framework := engine_for(topo.backend).dgd_backend_framework) is not None:
         spec = {"backendFramework": framework, **spec}
     return {
         "apiVersion": "nvidia.com/v1beta1",
@@ -189,7 +194,7 @@ def render_dgd(topo: Topology) -> dict[str, Any]:
 
 
 def render_config_map(topo: Topology) -> dict[str, Any] | None:
-    if not topo.backend.uses_engine_config:
+    if not engine_for(topo.backend).uses_engine_config:
         return None
     return {
         "apiVersion": "v1",

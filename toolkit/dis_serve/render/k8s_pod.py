@@ -10,17 +10,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ..engines import engine_for
+from ..engines.base import dynamo_image
 from ..startup_budget import worker_startup_budget_s
-from ..topology import QUANTITY_RE, Backend, PoolRole, Topology
+from ..topology import QUANTITY_RE, PoolRole, Topology
 
-DYNAMO_VERSION = "1.6.1"
-IMAGES = {
-    Backend.TRTLLM: f"nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:{DYNAMO_VERSION}",
-    # No mocker image exists; Dynamo's own mocker template runs it from the planner image.
-    Backend.MOCKER: f"nvcr.io/nvidia/ai-dynamo/dynamo-planner:{DYNAMO_VERSION}",
-}
 # Since Dynamo 1.1 the planner has its own image (backend images lack its dependencies).
-PLANNER_IMAGE = f"nvcr.io/nvidia/ai-dynamo/dynamo-planner:{DYNAMO_VERSION}"
+PLANNER_IMAGE = dynamo_image("dynamo-planner")
 SYSTEM_PORT = 9090
 PROBE_PERIOD_S = 10
 # NVIDIA's disagg_planner.yaml gives worker probes 30 s: a worker busy with a full batch can
@@ -50,7 +46,7 @@ _UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
 
 def image_ref(topo: Topology) -> str:
     kube = topo.kubernetes
-    image = kube.image or IMAGES[topo.backend]
+    image = kube.image or engine_for(topo.backend).image
     return f"{image}@{kube.image_digest}" if kube.image_digest else image
 
 

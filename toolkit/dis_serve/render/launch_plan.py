@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..engines import engine_for
 from ..placement import WorkerSlot, worker_slots
 from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import (
@@ -208,13 +209,13 @@ def frontend_spec(topo: Topology, target: TargetParams,
 
 def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
                 port: int) -> ProcessSpec:
-    """A worker on its node, with its system port and (GPU backends) its GPUs."""
-    env = dynamo_env(topo, target) | {
-        "DYN_SYSTEM_PORT": str(port),
-        # Without it a 1.6.1 worker's /health never leaves "notready", although
-        # Dynamo logs the variable as deprecated.
-        "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]',
-    }
+    """A worker on its node, with its engine's environment, its system port and (GPU
+    backends) its GPUs."""
+    env = {**engine_for(topo.backend).worker_env, **dynamo_env(topo, target),
+           "DYN_SYSTEM_PORT": str(port),
+           # Without it a 1.6.1 worker's /health never leaves "notready", although
+           # Dynamo logs the variable as deprecated.
+           "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]'}
     if topo.backend.needs_gpu:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in slot.gpus)
     return ProcessSpec(
@@ -235,7 +236,8 @@ def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
 
 def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     model_path = ctx.model_path or topo.model.id
-    needs_card = topo.backend.needs_model_card and ctx.model_path is None
+    engine = engine_for(topo.backend)
+    needs_card = engine.needs_model_card and ctx.model_path is None
     if needs_card:
         model_path = str(ctx.run_dir / "model-card")
     processes: list[ProcessSpec] = []
@@ -258,7 +260,7 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     processes.extend(_workers(topo, target))
     url_host = client_host(topo.frontend.local_host)
     engine_configs = {}
-    if topo.backend.uses_engine_config:
+    if engine.uses_engine_config:
         engine_configs = {role.value: str(engine_config_path(ctx.run_dir, role))
                           for role, _ in topo.active_pools()}
     return LaunchPlan(

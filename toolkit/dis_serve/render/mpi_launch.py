@@ -13,65 +13,52 @@ On the hosts target there is no Slurm step and no PMI server, and TRT-LLM's own 
 ranks (mpi4py's MPIPoolExecutor from the one worker process) is the path it takes there; the
 hosts scripts keep one `python3 -m dynamo.trtllm` per worker.
 
+Whether an engine's workers launch this way, and under which launcher, is the engine's
+(engines/: `mpi_launcher`); the srun around it is this module's.
 `worker_launch_argv` is the one home of the worker's launch line: the sbatch script renders
 it, and a per-node agent that starts the worker itself runs the same argv. Pure.
 """
 
 from __future__ import annotations
 
+from ..engines import engine_for
 from ..errors import UserInputError
-from ..topology import Backend, SlurmPlacement, Topology
-from .k8s_pod import IMAGES
+from ..topology import SlurmPlacement, Topology
 from .launch_plan import ProcessSpec
 
-LLMAPI_LAUNCH = "trtllm-llmapi-launch"
 # srtctl's SrunConfig for TRT-LLM: mpi="pmix", oversubscribe=True, cpu_bind="verbose,none"
 # (backends/trtllm.py); `verbose` only logs each task's mask, left out here.
 MPI_FLAGS = ("--mpi=pmix", "--oversubscribe", "--cpu-bind=none")
 # Pyxis: do not run the image's entrypoint, do not mount $HOME (srt-slurm core/slurm.py
 # `start_srun_process`).
 PYXIS_FLAGS = ("--no-container-entrypoint", "--no-container-mount-home")
-# The environment every NVIDIA/srt-slurm H100 TensorRT-LLM recipe gives its workers
-# (recipes/trtllm/h100-fp8/**.yaml, prefill_environment and decode_environment; the first
-# four in all 62 of them, UCX_TLS in 16, e.g. 1k1k/stp/ctx2_gen1_dep16_batch256_eplb0_mtp0.yaml).
-NVIDIA_WORKER_ENV = {
-    # Programmatic dependent launch: a kernel starts while the previous one drains.
-    "TRTLLM_ENABLE_PDL": "1",
-    # No cyclic-GC pauses on the serving loop (dynamo.trtllm's worker reads it too) and on
-    # the executor's worker processes.
-    "TRTLLM_SERVER_DISABLE_GC": "1",
-    "TRTLLM_WORKER_DISABLE_GC": "1",
-    # NCCL may not mix CUDA-graph-captured and eager collectives on one communicator.
-    "NCCL_GRAPH_MIXING_SUPPORT": "0",
-    # The transports UCX may use for the KV transfer: InfiniBand RC/DC/UD, CUDA copies and
-    # IPC within a node, TCP as the fallback.
-    "UCX_TLS": "rc,dc,ud,cuda_copy,cuda_ipc,tcp",
-}
 BARE_METAL = "none"
 
 
-def pyxis_image(backend: Backend) -> str:
-    """NVIDIA's image for the backend in the form pyxis imports (registry#repository)."""
-    return IMAGES[backend].replace("/", "#", 1)
+def pyxis_image(image: str) -> str:
+    """An image in the form pyxis imports (registry#repository)."""
+    return image.replace("/", "#", 1)
 
 
 def container_image(topo: Topology) -> str | None:
-    """The image every step runs in, None for bare metal. A TensorRT-LLM graph placed on
-    Slurm must name one (or say `none`): NVIDIA's nodes run Dynamo from its image, not from
-    the node's PATH, and Dynamo's srun_disaggregated.sh refuses to start without IMAGE. The
-    Slurm script of a graph placed elsewhere (`render --target all`) shows NVIDIA's image."""
+    """The image every step runs in, None for bare metal. A graph whose engine NVIDIA runs
+    from its image (TensorRT-LLM) placed on Slurm must name one (or say `none`): NVIDIA's
+    nodes run Dynamo from its image, not from the node's PATH, and Dynamo's
+    srun_disaggregated.sh refuses to start without IMAGE. The Slurm script of a graph placed
+    elsewhere (`render --target all`) shows the engine's image."""
+    engine = engine_for(topo.backend)
     slurm = topo.placement.slurm
     if slurm is None:
-        return pyxis_image(topo.backend) if topo.backend is Backend.TRTLLM else None
+        return pyxis_image(engine.image) if engine.runs_in_image else None
     image = slurm.container_image
     if image == BARE_METAL:
         return None
-    if image is None and topo.backend is Backend.TRTLLM:
+    if image is None and engine.runs_in_image:
         raise UserInputError(
-            "a TensorRT-LLM graph on Slurm runs in a container (NVIDIA's way) and none is set",
-            key="placement.slurm.container_image",
-            fix=f"set it to {pyxis_image(topo.backend)} (or the .sqsh `enroot import "
-                f"docker://{pyxis_image(topo.backend)}` writes), or to `none` to use the "
+            f"a {engine.title} graph on Slurm runs in a container (NVIDIA's way) and none is "
+            "set", key="placement.slurm.container_image",
+            fix=f"set it to {pyxis_image(engine.image)} (or the .sqsh `enroot import "
+                f"docker://{pyxis_image(engine.image)}` writes), or to `none` to use the "
                 "nodes' own software")
     return image
 
@@ -86,13 +73,18 @@ def container_mounts(topo: Topology, run_dir: str) -> list[str]:
     return mounts
 
 
+def launches_mpi_ranks(topo: Topology) -> bool:
+    """The engine's TP ranks start as tasks of one step, under its MPI launcher."""
+    return engine_for(topo.backend).mpi_launcher is not None
+
+
 def uses_mpi_launch(topo: Topology, spec: ProcessSpec) -> bool:
-    return topo.backend is Backend.TRTLLM and spec.role is not None
+    return launches_mpi_ranks(topo) and spec.role is not None
 
 
 def worker_env(topo: Topology, spec: ProcessSpec) -> dict[str, str]:
-    """The worker's own environment (NVIDIA_WORKER_ENV is in it: cluster_plan puts it in
-    every cluster target's TensorRT-LLM worker), and the site's UCX devices."""
+    """The worker's own environment (its engine's is in it, as on every target), and the
+    site's UCX devices."""
     env = dict(spec.env)
     if devices := (topo.placement.slurm or SlurmPlacement()).ucx_net_devices:
         env["UCX_NET_DEVICES"] = devices
@@ -117,4 +109,6 @@ def worker_launch_argv(topo: Topology, spec: ProcessSpec, *, node: str, run_dir:
                   f"--container-mounts={','.join(container_mounts(topo, run_dir))}"]
     argv = list(spec.argv)
     env = [f"{k}={v}" for k, v in sorted(worker_env(topo, spec).items())]
-    return [*words, "env", *env, LLMAPI_LAUNCH, *argv]
+    launcher = engine_for(topo.backend).mpi_launcher
+    assert launcher is not None  # only workers that `uses_mpi_launch` come here
+    return [*words, "env", *env, launcher, *argv]

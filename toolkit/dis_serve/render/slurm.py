@@ -17,7 +17,7 @@ restart or stop logic lives in bash. Pure: text out.
 
 from __future__ import annotations
 
-from ..topology import Backend, SlurmPlacement, Topology
+from ..topology import SlurmPlacement, Topology
 from .cluster_plan import (
     STOP_REQUEST_FILE,
     ClusterContext,
@@ -26,7 +26,7 @@ from .cluster_plan import (
     render_cluster_plan,
 )
 from .hosts import token_lines
-from .mpi_launch import uses_mpi_launch, worker_launch_argv
+from .mpi_launch import launches_mpi_ranks, uses_mpi_launch, worker_launch_argv
 from .shell_words import checkpoint_check, comment, echo_line, private_files_lines, runtime, word
 
 ENDPOINT_FILE = "endpoint"
@@ -89,10 +89,10 @@ def _sbatch_lines(topo: Topology) -> list[str]:
     gpus = slurm.gpus_per_node
     if gpus is None and topo.backend.needs_gpu:
         gpus = topo.hardware.gpus_per_node
-    trtllm = topo.backend is Backend.TRTLLM
-    # TensorRT-LLM: a task slot per GPU for the workers' MPI ranks, as srt-slurm's
+    ranks = launches_mpi_ranks(topo)
+    # Workers of MPI ranks (TensorRT-LLM): a task slot per GPU for the ranks, as srt-slurm's
     # templates/job_script_minimal.j2 asks for trtllm (--ntasks-per-node = GPUs per node).
-    tasks = gpus if trtllm and gpus else 1
+    tasks = gpus if ranks and gpus else 1
     options = [f"--job-name={slurm.job_name or 'dis-serve-' + topo.name}",
                f"--nodes={len(topo.node_gpus())}", f"--ntasks-per-node={tasks}",
                f"--time={slurm.time_limit}"]
@@ -102,7 +102,7 @@ def _sbatch_lines(topo: Topology) -> list[str]:
         options.append(f"--account={slurm.account}")
     if gpus:
         options.append(f"--gpus-per-node={gpus}")
-    if trtllm:
+    if ranks:
         # Whole nodes: every CPU for the ranks' --cpus-per-task (srt-slurm's
         # job_script_minimal.j2 --exclusive), and all of each node's memory (--mem=0, sbatch's
         # "all memory"), where a per-CPU default would OOM-kill a 70B load.

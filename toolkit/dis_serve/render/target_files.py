@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from ..engines import engine_for
 from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
 from .engine_config import dump_engine_config, engine_config_path, render_engine_configs
@@ -66,7 +67,7 @@ class Target(StrEnum):
 
 
 def _engine_config_files(topo: Topology, directory: str) -> dict[str, str]:
-    if not topo.backend.uses_engine_config:
+    if not engine_for(topo.backend).uses_engine_config:
         return {}
     return {str(engine_config_path(Path(directory), role)): dump_engine_config(config)
             for role, config in render_engine_configs(topo).items()}

@@ -18,6 +18,7 @@ One module per area; import from here (`from dis_serve.topology import Topology,
 from .base import MAX_SYSTEM_PORT, NAME_RE, Port, Strict, is_valid_name
 from .coordination import ENV_NAME_RE, Coordination, Etcd, Nats, NatsAuth
 from .enums import (
+    DEFAULT_BACKEND,
     Backend,
     EtcdMode,
     EventPlane,
@@ -79,11 +80,12 @@ from .placement import (
 )
 from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
 from .security import Security, Tls, TlsMode, exposure_problem, security_warnings
-from .spec import TopologySpec
+from .spec import TOPOLOGY_SCHEMA_VERSION, TopologySpec
 from .supervision import Liveness, Restart, Supervision
 
 __all__ = [
     "ADDRESS_RE",
+    "DEFAULT_BACKEND",
     "DIGEST_RE",
     "ENV_NAME_RE",
     "HOST_NAME_RE",
@@ -97,6 +99,7 @@ __all__ = [
     "REVISION_RE",
     "SLURM_TIME_RE",
     "SLURM_WORD_RE",
+    "TOPOLOGY_SCHEMA_VERSION",
     "Architecture",
     "Autoscale",
     "Backend",

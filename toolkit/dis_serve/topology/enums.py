@@ -9,39 +9,22 @@ from .supervision import Restart, Supervision
 
 
 class Backend(StrEnum):
+    """The engine a graph's workers run, by the name users write. What each engine is (its
+    argv, environment, image, configs, metrics) is its module's, dis_serve/engines/, which
+    maps these names to modules."""
+
     TRTLLM = "trtllm"
     MOCKER = "mocker"
 
     @property
     def needs_gpu(self) -> bool:
+        """Its workers hold weights and KV cache on GPUs: the one engine fact the schema's
+        own rules read (memory fit, checkpoint format, Slurm GPUs), which sit below the
+        engine modules."""
         return self is Backend.TRTLLM
 
-    @property
-    def module(self) -> str:
-        """The Python module a worker of this backend runs as."""
-        return {Backend.TRTLLM: "dynamo.trtllm", Backend.MOCKER: "dynamo.mocker"}[self]
 
-    @property
-    def k8s_component_prefix(self) -> str:
-        """How Dynamo's DGD examples begin the names of this backend's worker components."""
-        return {Backend.TRTLLM: "TRTLLM", Backend.MOCKER: "Mocker"}[self]
-
-    @property
-    def needs_model_card(self) -> bool:
-        """Its workers read only a model card (config and tokenizer, no weights): the
-        mocker. dis-serve makes a tokenizer-only card for them unless model.id names a local
-        directory; other backends load model.id itself."""
-        return self is Backend.MOCKER
-
-    @property
-    def uses_engine_config(self) -> bool:
-        return self is Backend.TRTLLM
-
-    @property
-    def dgd_backend_framework(self) -> str | None:
-        """The DGD's spec.backendFramework (the CRD knows sglang, vllm and trtllm; the
-        mocker has none)."""
-        return "trtllm" if self is Backend.TRTLLM else None
+DEFAULT_BACKEND = Backend.TRTLLM
 
 
 class Mode(StrEnum):
@@ -99,11 +82,12 @@ class PoolRole(StrEnum):
         return {PoolRole.PREFILL: "prefill", PoolRole.DECODE: "decode",
                 PoolRole.AGG: "worker"}[self]
 
-    def k8s_component_name(self, backend: Backend) -> str:
-        """The DGD component name, as in Dynamo's examples (TRTLLMPrefillWorker ...)."""
+    def k8s_component_name(self, engine_prefix: str) -> str:
+        """The DGD component name, as in Dynamo's examples (TRTLLMPrefillWorker ...), after
+        the engine's prefix (engines/)."""
         suffix = {PoolRole.PREFILL: "PrefillWorker", PoolRole.DECODE: "DecodeWorker",
                   PoolRole.AGG: "Worker"}[self]
-        return backend.k8s_component_prefix + suffix
+        return engine_prefix + suffix
 
 
 class ProcessKind(StrEnum):

@@ -12,14 +12,14 @@ import ipaddress
 import json
 import math
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..builtin import template_kv_share
 from ..catalog import GPUS
 from ..sizing import MemoryFit, fit_worker_memory
 from .base import Strict
 from .coordination import Coordination
-from .enums import Backend, EventPlane, Mode, PoolRole
+from .enums import DEFAULT_BACKEND, Backend, EventPlane, Mode, PoolRole
 from .frontend import Frontend, Router
 from .kubernetes import Autoscale, Kubernetes
 from .model import Hardware, Model
@@ -28,17 +28,27 @@ from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
 from .security import Security
 from .supervision import Supervision
 
+# The topology file's format. A file without `schema_version` is read as version 1 (every
+# file before the key existed); `validate` notes it. A change that old files cannot be read
+# under raises this, and the loader says which version a file needs.
+TOPOLOGY_SCHEMA_VERSION = 1
+
 
 class TopologySpec(Strict):
     """The fields of `Topology`, with no cross-field rule applied: use `Topology`."""
 
+    schema_version: int = Field(
+        default=TOPOLOGY_SCHEMA_VERSION, ge=1,
+        description=f"The file's format version ({TOPOLOGY_SCHEMA_VERSION}). A file without "
+                    "it is read as version 1 (`validate` notes that); a version newer than "
+                    "this dis-serve reads is refused.")
     name: str = Field(
         default="demo",
         description="Graph name: Dynamo namespace, run directory and Kubernetes name. "
                     "Lower-case letters, digits and dashes.")
     model: Model = Field(description="The model being served.")
     hardware: Hardware = Field(default_factory=Hardware, description="The GPUs.")
-    backend: Backend = Field(default=Backend.TRTLLM, description="trtllm | mocker.")
+    backend: Backend = Field(default=DEFAULT_BACKEND, description=f"{' | '.join(Backend)}.")
     mode: Mode = Field(default=Mode.DISAGG, description="agg | disagg.")
     pools: Pools = Field(description="Worker pools.")
     router: Router = Field(default_factory=Router, description="Frontend router.")
@@ -68,15 +78,34 @@ class TopologySpec(Strict):
         description="TLS and authentication on etcd, NATS, the request plane and the "
                     "frontend.")
 
+    @field_validator("schema_version")
+    @classmethod
+    def _readable_version(cls, value: int) -> int:
+        if value > TOPOLOGY_SCHEMA_VERSION:
+            raise ValueError(f"version {value} is newer than this dis-serve reads "
+                             f"({TOPOLOGY_SCHEMA_VERSION}); upgrade dis-serve")
+        return value
+
     # --- derived views -------------------------------------------------------------------
+    @property
+    def version_note(self) -> str | None:
+        """What to tell the user about a file that does not say its version."""
+        if "schema_version" in self.model_fields_set:
+            return None
+        return (f"no schema_version: read as version {TOPOLOGY_SCHEMA_VERSION} (add "
+                f"`schema_version: {TOPOLOGY_SCHEMA_VERSION}` to pin the format it is "
+                "written in)")
+
     @property
     def namespace(self) -> str:
         return "dis-serve-" + self.name
 
     @property
     def digest(self) -> str:
-        """A short hash of every setting: two runs of the same digest ran the same topology."""
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """A short hash of every setting: two runs of the same digest ran the same topology
+        (the file format's version is no setting: a file that gains it keeps its digest)."""
+        text = json.dumps(self.model_dump(mode="json", exclude={"schema_version"}),
+                          sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def active_pools(self) -> list[tuple[PoolRole, Pool]]:
