@@ -24,12 +24,15 @@ def validate(
     """Check topology files (schema, parallelism, GPU budget, memory, ports). Starts nothing."""
     from ..render.cluster_plan import checkpoint_warning
     from ..render.k8s import platform_note
-    from ..render.model_cache import unpinned_revision_warning
+    from ..render.model_cache import claim_check, unpinned_revision_warning
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
     for path in files:
         topo = load_model_file(Topology, path)
+        problem, summary = claim_check(topo)
+        if problem is not None:
+            raise UserInputError(problem, source=str(path))
         pools = ", ".join(f"{role.value} {pool.workers}x TP{pool.tensor_parallel}"
                           for role, pool in topo.active_pools())
         console.print(f"ok {path}: {topo.name} ({topo.backend.value}, {topo.mode.value}: "
@@ -42,6 +45,8 @@ def validate(
                 console.print(f"warning: {warning}", markup=False)
         if topo.placement.kind.multi_node:
             _print_placement(topo)
+        if summary is not None:
+            console.print(f"kubernetes model cache: {summary}", markup=False)
         console.print(f"kubernetes platform: {platform_note(topo)}", markup=False)
         # The same warnings `up` prints, before anyone starts the graph.
         from ..launch.preflight import exposure_warnings

@@ -24,7 +24,13 @@ from typing import Any
 
 from ..startup_budget import checkpoint_gb
 from ..topology import Topology
-from .k8s_pod import container_security_context, image_ref, labels, pod_security_context
+from .k8s_pod import (
+    container_security_context,
+    image_ref,
+    labels,
+    pod_security_context,
+    quantity_gib,
+)
 
 CACHE_MOUNT = "/model-cache"
 HF_HOME = f"{CACHE_MOUNT}/huggingface"
@@ -32,6 +38,15 @@ MARKER_DIR = f"{CACHE_MOUNT}/.dis-serve"
 VOLUME = "model-cache"
 # The mocker needs the tokenizer and config only, all JSON files in a Hugging Face repository.
 TOKENIZER_FILES = "*.json"
+# What NVIDIA's recipes leave out of a download (recipes/gpt-oss-120b/model-cache/
+# model-download.yaml: `--exclude "original/*" --exclude "metal/*"`): a second copy of the
+# weights for the reference implementation (Meta's Llama repositories keep their 16 GB
+# consolidated.00.pth for the 8B there) and one for Apple's Metal, neither read by TensorRT-LLM.
+EXCLUDES = ("original/*", "metal/*")
+# The files beside the weights (tokenizer, configs, the index), generously.
+SIDE_FILES_GB = 0.1
+# A quarter more than the download (a revision change, hub metadata), in 10Gi steps.
+HEADROOM = 1.25
 # NVIDIA's recipes/llama-3-70b/model-cache/model-download.yaml downloads with hf_transfer
 # (HF_HUB_ENABLE_HF_TRANSFER=1, the package pip-installed in the Job). huggingface_hub 1.x
 # no longer uses hf_transfer (its constants.py warns the variable is ignored) and reaches the
@@ -69,15 +84,40 @@ def downloads(topo: Topology) -> bool:
     return not topo.kubernetes.model_cache.existing
 
 
+def download_gb(topo: Topology) -> float:
+    """Decimal GB the Job downloads: the checkpoint's weights and side files, without
+    EXCLUDES (the mocker: its tokenizer and config files)."""
+    if not topo.backend.needs_gpu:
+        return SIDE_FILES_GB
+    return checkpoint_gb(topo) + SIDE_FILES_GB
+
+
 def claim_size(topo: Topology) -> str:
     if (size := topo.kubernetes.model_cache.size) is not None:
         return size
     if not topo.backend.needs_gpu:
         return "1Gi"
-    # A quarter more than the checkpoint (tokenizer, a revision change, hub metadata), in
-    # 10Gi steps: 90Gi for Llama-3.1-70B in FP8, as NVIDIA's recipe sizes its 100Gi claim.
-    gib = checkpoint_gb(topo) * 1e9 / 1024**3 * 1.25
+    # 90Gi for Llama-3.1-70B in FP8, as NVIDIA's recipe sizes its 100Gi claim; 20Gi for the 8B.
+    gib = download_gb(topo) * 1e9 / 2**30 * HEADROOM
     return f"{max(10, math.ceil(gib / 10) * 10)}Gi"
+
+
+def claim_check(topo: Topology) -> tuple[str | None, str | None]:
+    """(problem, summary) of whether the claim holds what the Job downloads: `validate`
+    refuses a claim too small for it and otherwise says what it holds (None: no claim)."""
+    if not downloads(topo):
+        return None, None
+    size = claim_size(topo)
+    need = download_gb(topo)
+    holds = quantity_gib(size) * 2**30 / 1e9
+    what = (f"{need:.1f} GB of {topo.model.id} (" + ("without " + ", ".join(EXCLUDES)
+            if topo.backend.needs_gpu else "tokenizer and config only") + ")")
+    if holds < need:
+        gib = math.ceil(need * 1e9 / 2**30 * HEADROOM)
+        return (f"kubernetes.model_cache.size {size} ({holds:.1f} GB) cannot hold the {what} "
+                f"the download Job fetches; set it to at least {gib}Gi, or leave it unset "
+                "to size it from the download"), None
+    return None, f"claim {claim_name(topo)} of {size} ({holds:.1f} GB) holds the {what}"
 
 
 def marker_path(topo: Topology) -> str:
@@ -125,6 +165,9 @@ def render_claim(topo: Topology) -> dict[str, Any] | None:
 
 def _download_script(topo: Topology) -> str:
     argv = ["hf", "download", topo.model.id, "--revision", topo.model.revision]
+    if topo.backend.needs_gpu:
+        # One flag per pattern: `hf download` reads a second pattern after one flag as a file.
+        argv += [word for pattern in EXCLUDES for word in ("--exclude", pattern)]
     steps = [shlex.join(["mkdir", "-p", MARKER_DIR])]
     if topo.backend.needs_gpu:
         # Kept on the claim, so a re-run does not fetch it again; a failed install (no PyPI
@@ -153,8 +196,10 @@ def render_download_job(topo: Topology) -> dict[str, Any] | None:
         # as in NVIDIA's recipes/deepseek-r1/model-cache/model-download.yaml: a model that
         # is not gated downloads without one.
         "envFrom": [{"secretRef": {"name": cache.hf_token_secret, "optional": True}}],
+        # hf_xet's chunk cache would live under HF_HOME, on the claim, beside the weights.
         "env": [{"name": "HF_HOME", "value": HF_HOME},
-                {"name": "HF_XET_HIGH_PERFORMANCE", "value": "1"}],
+                {"name": "HF_XET_HIGH_PERFORMANCE", "value": "1"},
+                {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"}],
         "volumeMounts": [{"name": VOLUME, "mountPath": CACHE_MOUNT}],
         "resources": {"requests": {"cpu": "2", "memory": "8Gi"},
                       "limits": {"cpu": "2", "memory": "8Gi"}},

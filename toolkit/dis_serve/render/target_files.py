@@ -117,10 +117,12 @@ def render_target(topo: Topology, target: Target, out_dir: Path,
     files = render_files(topo, target, out_dir)
     if target.includes(Target.K8S):
         from ..errors import UserInputError
-        from .model_cache import local_path_problem
+        from .model_cache import claim_check, local_path_problem
 
         if (problem := local_path_problem(topo)) is not None:
             raise UserInputError(problem, source=source, key="model.id")
+        if (problem := claim_check(topo)[0]) is not None:
+            raise UserInputError(problem, source=source)
         warnings += apply_warnings(topo)
         first += apply_prerequisites(topo)
         files |= _tls_secrets_file(topo, out_dir)
