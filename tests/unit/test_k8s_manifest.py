@@ -95,7 +95,8 @@ def test_an_existing_claim_is_mounted_and_nothing_is_downloaded():
     assert _kind(docs, "Job") is None and _kind(docs, "PersistentVolumeClaim") is None
     for component in _workers(docs):
         spec = component["podTemplate"]["spec"]
-        assert "initContainers" not in spec
+        # Nothing waits for a download (the memory-lock check still runs first).
+        assert [c["name"] for c in spec["initContainers"]] == ["check-memlock"]
         assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": "models"}} \
             in spec["volumes"]
 
@@ -130,7 +131,7 @@ def test_every_container_has_cpu_and_memory_requests_equal_to_limits(graph):
 
 
 @pytest.mark.parametrize("graph", EXAMPLES)
-def test_every_pod_runs_as_non_root_without_privilege_or_capabilities(graph):
+def test_every_pod_runs_as_non_root_without_privilege_or_capabilities_but_rdma_workers(graph):
     topo, docs = _manifests(graph)
     for component in _dgd(docs)["spec"]["components"]:
         spec = component["podTemplate"]["spec"]
@@ -140,9 +141,13 @@ def test_every_pod_runs_as_non_root_without_privilege_or_capabilities(graph):
             security = container["securityContext"]
             assert security["allowPrivilegeEscalation"] is False
             assert security["capabilities"]["drop"] == ["ALL"]
-            rdma = component["type"] in WORKER_TYPES and container["name"] == "main" and \
-                topo.kubernetes.rdma.profile.enabled
+            # An RDMA worker (and its memlock check) is root in its container, holding
+            # IPC_LOCK and nothing else: a non-root user cannot use it (kubernetes#56374).
+            rdma = component["type"] in WORKER_TYPES and container["name"] in (
+                "main", "check-memlock") and topo.kubernetes.rdma.profile.enabled
             assert security["capabilities"].get("add", []) == (["IPC_LOCK"] if rdma else [])
+            assert security.get("runAsUser") == (0 if rdma else None)
+            assert security.get("runAsNonRoot") is (False if rdma else None)
 
 
 def test_rdma_workers_request_the_fabric_and_may_pin_memory():
@@ -154,6 +159,42 @@ def test_rdma_workers_request_the_fabric_and_may_pin_memory():
         assert container["resources"]["limits"]["rdma/roce_a"] == "1"
         assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
         assert _env(container)["UCX_NET_DEVICES"] == "mlx5_0:1"
+
+
+def _memlock_check(component: dict) -> dict | None:
+    return next((c for c in component["podTemplate"]["spec"].get("initContainers", [])
+                 if c["name"] == "check-memlock"), None)
+
+
+def test_every_gpu_worker_first_checks_it_can_lock_memory_as_itself():
+    from dis_serve.render.shell_words import memlock_check
+
+    _, docs = _manifests("llama70b-h100-disagg.yaml")
+    for component in _workers(docs):
+        check = _memlock_check(component)
+        assert check["securityContext"] == _main(component)["securityContext"]
+        assert check["image"] == _main(component)["image"]
+        # The one check every target runs; fatal with RDMA.
+        assert check["command"][2].startswith(memlock_check("x", "y", fatal=True).split(
+            "then")[0])
+        assert check["command"][2].endswith("exit 1; fi")
+        # Before the cache wait: a worker that cannot run says so at once.
+        names = [c["name"] for c in component["podTemplate"]["spec"]["initContainers"]]
+        assert names == ["check-memlock", "wait-for-model-cache"]
+    _, plain = _manifests("llama8b-8gpu-disagg.yaml")
+    assert all(not _memlock_check(c)["command"][2].endswith("exit 1; fi")
+               for c in _workers(plain))
+    _, mocker = _manifests("demo.yaml")
+    assert all(_memlock_check(c) is None for c in _workers(mocker))
+
+
+def test_rdma_workers_stay_non_root_when_asked_and_then_rely_on_the_runtimes_limit():
+    _, docs = _manifests("llama70b-h100-disagg.yaml",
+                         rdma={"profile": "infiniband", "run_as_root": False})
+    for component in _workers(docs):
+        security = _main(component)["securityContext"]
+        assert "runAsUser" not in security and security["capabilities"]["add"] == ["IPC_LOCK"]
+        assert _memlock_check(component)["command"][2].endswith("exit 1; fi")
 
 
 def test_the_infiniband_example_requests_the_ib_device_plugin_slot():

@@ -32,6 +32,7 @@ from .k8s_pod import (
     frontend_resources,
     image_ref,
     labels,
+    memlock_init_container,
     pod_security_context,
     rdma_env,
     uses_rdma,
@@ -144,8 +145,9 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
     mounts, volumes = tls_volumes(topo, frontend=False)
     container["volumeMounts"] += mounts
     pod_spec["volumes"] += volumes
-    if (wait := wait_for_cache(topo)) is not None:
-        pod_spec["initContainers"] = [wait]
+    init = [memlock_init_container(topo), wait_for_cache(topo)]
+    if init := [container for container in init if container is not None]:
+        pod_spec["initContainers"] = init
     if engine_for(topo.backend).uses_engine_config:
         container["volumeMounts"].append({"name": "engine-configs",
                                           "mountPath": ENGINE_CONFIG_MOUNT, "readOnly": True})

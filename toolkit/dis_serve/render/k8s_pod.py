@@ -66,15 +66,37 @@ def pod_security_context(topo: Topology) -> dict[str, Any]:
 
 def container_security_context(topo: Topology, *, rdma: bool) -> dict[str, Any]:
     """No privilege and no capabilities, except what RDMA needs: IPC_LOCK to pin the memory
-    it registers with the NIC (or privileged mode where the fabric's plugin asks for it)."""
+    it registers with the NIC (or privileged mode where the fabric's plugin asks for it),
+    held by root inside the container, since a non-root user's added capabilities are in no
+    set that counts (kubernetes/kubernetes#56374), unless `rdma.run_as_root` is off."""
     fabric = topo.kubernetes.rdma
+    root = {"runAsUser": 0, "runAsNonRoot": False} if rdma and fabric.run_as_root else {}
     if rdma and fabric.privileged:
         # NVIDIA's provider profiles add SYS_PTRACE for CUDA IPC between ranks.
-        return {"privileged": True, "capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}}
+        return {**root, "privileged": True,
+                "capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}}
     capabilities: dict[str, list[str]] = {"drop": ["ALL"]}
     if rdma:
         capabilities["add"] = ["IPC_LOCK"]
-    return {"allowPrivilegeEscalation": False, "capabilities": capabilities}
+    return {**root, "allowPrivilegeEscalation": False, "capabilities": capabilities}
+
+
+def memlock_init_container(topo: Topology) -> dict[str, Any] | None:
+    """Before a TensorRT-LLM worker starts, the check every target runs (shell_words.
+    memlock_check), as the worker's own user with its own capabilities: with RDMA a worker
+    that cannot lock memory stops here with one line (kubectl logs -c check-memlock), instead
+    of failing to register KV-cache buffers later."""
+    if not topo.backend.needs_gpu:
+        return None
+    from .shell_words import memlock_check
+
+    rdma = uses_rdma(topo)
+    fix = ("keep kubernetes.rdma.run_as_root on, or raise the locked-memory limit of the "
+           "container runtime (containerd: LimitMEMLOCK=infinity)")
+    return {"name": "check-memlock", "image": image_ref(topo),
+            "command": ["sh", "-c", memlock_check(f"{topo.name} worker", fix, fatal=rdma)],
+            "resources": _requests_and_limits({"cpu": "100m", "memory": "64Mi"}),
+            "securityContext": container_security_context(topo, rdma=rdma)}
 
 
 def _requests_and_limits(values: dict[str, str]) -> dict[str, dict[str, str]]:

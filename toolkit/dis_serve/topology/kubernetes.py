@@ -83,6 +83,15 @@ class Rdma(Strict):
         description="Run workers privileged, as NVIDIA's provider profiles do; only for "
                     "device plugins that need it. Default: IPC_LOCK only (pinning "
                     "registered memory), no privilege.")
+    run_as_root: bool = Field(
+        default=True,
+        description="Workers run as root inside their container, with IPC_LOCK as their "
+                    "only capability: a non-root user cannot use IPC_LOCK "
+                    "(kubernetes/kubernetes#56374), and RDMA registration pins memory. "
+                    "false: run as kubernetes.security.run_as_user and rely on the container "
+                    "runtime's locked-memory limit (containerd: LimitMEMLOCK=infinity); "
+                    "either way a worker checks at start and stops with one line if it "
+                    "cannot lock memory.")
 
     @model_validator(mode="after")
     def _resource_known(self) -> Rdma:
