@@ -283,11 +283,14 @@ def check_kv_buffer(topo: TopologySpec) -> None:
     if topo.mode is not Mode.DISAGG:
         return
     buffer = topo.kv_buffer_tokens
-    if buffer < topo.model.max_input_tokens:
+    longest = topo.model.max_input_tokens
+    if buffer <= longest:
+        # Dynamo's examples: "Must exceed max ISL to avoid transfer failures and perf
+        # degradation" (engine_configs/deepseek-r1/disagg/simple/prefill.yaml).
         raise ValueError(
-            f"kv_transfer.max_tokens_in_buffer {buffer} is below model.max_input_tokens "
-            f"({topo.model.max_input_tokens}); the longest prompt's KV could not be sent; "
-            f"set it to at least {topo.model.max_input_tokens}")
+            f"kv_transfer.max_tokens_in_buffer {buffer} does not exceed model.max_input_tokens "
+            f"({longest}); the longest prompt's KV transfer can fail or stall; set it above "
+            f"{longest}, e.g. {1 << longest.bit_length()}")
 
 
 def check_security(topo: TopologySpec) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import math
 
 from pydantic import Field, field_validator
 
@@ -118,9 +117,12 @@ class TopologySpec(Strict):
 
     @property
     def kv_buffer_tokens(self) -> int:
+        """The cache transceiver's buffer: the smallest power of two above the longest input
+        (Dynamo's engine_configs/deepseek-r1/disagg/simple/prefill.yaml: 'Must exceed max
+        ISL to avoid transfer failures and perf degradation', 16384 for 8192)."""
         if self.kv_transfer.max_tokens_in_buffer is not None:
             return self.kv_transfer.max_tokens_in_buffer
-        return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
+        return 1 << self.model.max_input_tokens.bit_length()
 
     @property
     def off_loopback_because(self) -> str | None:
