@@ -3,7 +3,8 @@ mocker worker with the TLS environment the rendered pods carry and the certifica
 Secret manifests `render` writes, their mounts stood in for by a directory. Pod addresses
 are nobody's certificate names, so the callers check the one name the pods' certificate holds
 (DYN_TCP_TLS_SERVER_NAME): the graph's own worker is served, a worker holding another graph's
-certificate is not. File discovery and the ZMQ event plane stand in for the operator's."""
+certificate is not, and the worker's /health (its readiness probe) says ready with the pod's
+environment. File discovery and the ZMQ event plane stand in for the operator's."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ import yaml
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.model_card import write_model_card
+from dis_serve.render.k8s import render_dgd
 from dis_serve.render.k8s_secrets import tls_secret_docs
-from dis_serve.render.k8s_tls import CLIENT_TLS_MOUNT, client_secret, planes_env
+from dis_serve.render.k8s_tls import CLIENT_TLS_MOUNT, client_secret
 from dis_serve.topology import Topology
 
 pytestmark = pytest.mark.integration
 HTTP_PORT = 19461
+SYSTEM_PORT = 19462
 
 
 def _topology(name: str) -> Topology:
@@ -45,15 +48,28 @@ def _pods_certificate(topo: Topology, directory: Path) -> Path:
 
 
 def _environment(topo: Topology, mount: Path, tmp_path: Path) -> dict[str, str]:
+    """A worker pod's rendered environment, its Secret's mount stood in for by `mount`, with
+    the operator's discovery and namespace replaced by this machine's."""
+    [worker] = [c for c in render_dgd(topo)["spec"]["components"] if c["type"] == "decode"]
+    container = worker["podTemplate"]["spec"]["containers"][0]
     rendered = {e["name"]: e["value"].replace(CLIENT_TLS_MOUNT, str(mount))
-                for e in planes_env(topo) if "value" in e}
+                for e in container["env"] if "value" in e}
     assert "DYN_TCP_TLS_SERVER_NAME" in rendered
-    return {**os.environ, **rendered, "DYN_DISCOVERY_BACKEND": "file",
-            "DYN_FILE_KV": str(tmp_path / "discovery"), "DYN_REQUEST_PLANE": "tcp",
-            "DYN_EVENT_PLANE": "zmq", "DYN_NAMESPACE": "k8s-request-plane",
-            "DYN_TCP_RPC_HOST": "127.0.0.1", "DYN_TCP_RESPONSE_STREAM_HOST": "127.0.0.1",
-            "DYN_EVENT_PLANE_HOST": "127.0.0.1", "DYN_SYSTEM_HOST": "127.0.0.1",
-            "HF_HUB_OFFLINE": "1"}
+    del rendered["HF_HOME"]  # the model cache's mount: the card is a local directory here
+    return {**os.environ, **rendered, "DYN_SYSTEM_PORT": str(SYSTEM_PORT),
+            "DYN_DISCOVERY_BACKEND": "file", "DYN_FILE_KV": str(tmp_path / "discovery"),
+            "DYN_REQUEST_PLANE": "tcp", "DYN_EVENT_PLANE": "zmq",
+            "DYN_NAMESPACE": "k8s-request-plane", "DYN_TCP_RPC_HOST": "127.0.0.1",
+            "DYN_TCP_RESPONSE_STREAM_HOST": "127.0.0.1", "DYN_EVENT_PLANE_HOST": "127.0.0.1",
+            "DYN_SYSTEM_HOST": "127.0.0.1"}
+
+
+def _worker_ready() -> bool:
+    try:
+        body = httpx.get(f"http://127.0.0.1:{SYSTEM_PORT}/health", timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    return body.get("status") == "ready"
 
 
 def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
@@ -111,6 +127,9 @@ def test_only_a_worker_holding_the_graphs_certificate_is_served(tmp_path):
         _stop(intruder)
         processes.append(_start(worker, ours, tmp_path / "worker.log"))
         assert wait_for_200(90), (tmp_path / "worker.log").read_text()[-2000:]
+        # The pod's readiness probe asks /health on the system port: with the pod's own
+        # environment the worker says ready.
+        assert wait_until(_worker_ready, 10)
     finally:
         for process in reversed(processes):
             _stop(process)

@@ -128,6 +128,11 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
         # The engine's environment, as on every target, then the pod's own.
         "env": [*({"name": k, "value": v} for k, v in engine_for(topo.backend).worker_env.items()),
                 {"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
+                # Deprecated, and still read by 1.6.1: without it a mocker worker's /health
+                # stayed "notready" for 20 s with its endpoints ready (its readiness probe
+                # would never pass); with it "ready" in 0.2 s (measured 2026-12-02; the
+                # worker test in tests/integration/test_k8s_request_plane.py runs with it).
+                {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'},
                 *offline_env(), *rdma_env(topo), *planes_env(topo)],
         "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
         **worker_probes(topo),
