@@ -21,9 +21,9 @@ import yaml
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.model_card import write_model_card
-from dis_serve.render.k8s import render_dgd
-from dis_serve.render.k8s_secrets import tls_secret_docs
-from dis_serve.render.k8s_tls import CLIENT_TLS_MOUNT, client_secret
+from dis_serve.placements.kubernetes.manifests import render_dgd
+from dis_serve.placements.kubernetes.secrets import tls_secret_docs
+from dis_serve.placements.kubernetes.tls import CLIENT_TLS_MOUNT, client_secret
 from dis_serve.topology import Topology
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,12 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, validate_manifest, validate_pod_template
-from dis_serve.render.k8s import config_map_name, operator_notes, render_manifests
-from dis_serve.render.target_files import dump_manifests
+from dis_serve.placements.kubernetes.dump import dump_manifests
+from dis_serve.placements.kubernetes.manifests import (
+    config_map_name,
+    operator_notes,
+    render_manifests,
+)
 from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
@@ -349,7 +353,10 @@ def test_a_malformed_kubernetes_quantity_is_refused_with_an_example():
 
 
 def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
-    from dis_serve.render.k8s import ROUTER_POLICY_MOUNT, router_policy_map_name
+    from dis_serve.placements.kubernetes.manifests import (
+        ROUTER_POLICY_MOUNT,
+        router_policy_map_name,
+    )
 
     topo = load_model_file(Topology, GRAPHS / "demo.yaml")
     topo = topo.model_copy(update={"router": topo.router.model_copy(
@@ -370,14 +377,14 @@ BUILT_IN_KINDS = {"Namespace", "PersistentVolumeClaim", "Job", "ConfigMap", "Sec
 
 
 def _rendered_directory(graph: str, tmp_path) -> list[dict]:
-    """What `kubectl apply -f k8s/` reads: every file `render` writes directly in k8s/."""
-    from dis_serve.render.target_files import Target, render_target
+    """What `kubectl apply -f k8s/` reads: every file `render` writes directly in k8s/, in
+    the order kubectl reads them."""
+    from dis_serve.placements.files import write_rendered
 
     topo = load_model_file(Topology, GRAPHS / graph)
-    files = render_target(topo, Target.K8S, tmp_path).files
-    return [doc for name, text in sorted(files.items())
-            if name.startswith("k8s/") and name.count("/") == 1
-            for doc in yaml.safe_load_all(text) if doc]
+    write_rendered(topo, "k8s", tmp_path)
+    return [doc for path in sorted((tmp_path / "k8s").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 def _pod_specs(docs: list[dict]) -> list[dict]:

@@ -20,10 +20,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from conftest import GRAPHS, validate_custom_resource, validate_manifest, validate_pod_template
-from dis_serve.render.k8s import apply_prerequisites, operator_notes, render_manifests
-from dis_serve.render.k8s_secrets import tls_secret_docs
-from dis_serve.render.k8s_tls import request_plane_name
-from dis_serve.render.target_files import dump_manifests
+from dis_serve.placements.kubernetes.dump import dump_manifests
+from dis_serve.placements.kubernetes.manifests import (
+    apply_prerequisites,
+    operator_notes,
+    render_manifests,
+)
+from dis_serve.placements.kubernetes.secrets import tls_secret_docs
+from dis_serve.placements.kubernetes.tls import request_plane_name
 from dis_serve.topology import Topology
 
 EXAMPLES = sorted(p.name for p in GRAPHS.glob("*.yaml"))

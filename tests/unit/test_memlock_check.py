@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
-from dis_serve.render.hosts import render_hosts_files
+from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.render.shell_words import memlock_check
 from dis_serve.topology import Topology
 

@@ -31,28 +31,12 @@ SAFETY_FACTOR = 2.0
 MOCKER_BUDGET_S = 120.0
 
 
-# A 16-bit weight, the format the embeddings and the output head keep in a quantized
-# checkpoint (ModelOpt's FP8 exports exclude lm_head; an embedding is no linear layer).
-HALF_BYTES = 2.0
-
-
-def checkpoint_gb(topo: Topology) -> float:
-    """Decimal GB of the checkpoint's weight files, what the workers load and the model cache
-    holds: every parameter in the checkpoint's format, except that a quantized checkpoint keeps
-    the input embeddings and the output head (vocabulary x hidden each) at 16 bits."""
-    arch = topo.model.resolved_architecture()
-    bytes_per_param = topo.model.dtype.bytes_per_param
-    embeddings = 2 * arch.vocab_size * arch.hidden_size / 1e9
-    return ((arch.params_billion - embeddings) * bytes_per_param
-            + embeddings * max(bytes_per_param, HALF_BYTES))
-
-
 def worker_startup_budget_s(topo: Topology) -> float:
     """Seconds from a worker's start until it must answer /health, rounded up to 10 s
     (the probe period)."""
     if not topo.backend.needs_gpu:
         return MOCKER_BUDGET_S
-    load = checkpoint_gb(topo) / CACHE_READ_GBPS + ENGINE_INIT_S
+    load = topo.checkpoint_gb / CACHE_READ_GBPS + ENGINE_INIT_S
     return float(math.ceil(load * SAFETY_FACTOR / 10) * 10)
 
 

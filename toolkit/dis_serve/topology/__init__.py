@@ -10,11 +10,13 @@ One module per area; import from here (`from dis_serve.topology import Topology,
 - enums: backends, modes, pool roles, process kinds, dtypes, router and plane modes, and
   their Dynamo names
 - model: the model served and the hardware
-- pools, frontend, coordination, kubernetes, placement, supervision, security: the sections
+- pools, frontend, coordination, kubernetes, autoscale, placement, supervision, security:
+  the sections
 - spec: the root's fields and derived views; rules: its cross-field rules; graph: `Topology`
 - packing: which GPUs each worker gets
 """
 
+from .autoscale import Autoscale, AutoscaleTarget, LoadThresholds
 from .base import MAX_SYSTEM_PORT, NAME_RE, Port, Strict, is_valid_name
 from .coordination import ENV_NAME_RE, Coordination, Etcd, Nats, NatsAuth
 from .enums import (
@@ -39,7 +41,6 @@ from .kubernetes import (
     K8S_NAME_RE,
     QUANTITY_RE,
     REVISION_RE,
-    Autoscale,
     CertificateSource,
     ComputeResources,
     Digest,
@@ -49,13 +50,13 @@ from .kubernetes import (
     KubernetesTls,
     ModelCache,
     PodSecurity,
-    PoolScaling,
     Quantity,
     Rdma,
     RdmaProfile,
     Revision,
     ServiceExposure,
     Toleration,
+    quantity_bytes,
 )
 from .model import (
     MAX_MODEL_ID_BYTES,
@@ -102,6 +103,7 @@ __all__ = [
     "TOPOLOGY_SCHEMA_VERSION",
     "Architecture",
     "Autoscale",
+    "AutoscaleTarget",
     "Backend",
     "CertificateSource",
     "ComputeResources",
@@ -124,6 +126,7 @@ __all__ = [
     "KvTransfer",
     "KvTransferBackend",
     "Liveness",
+    "LoadThresholds",
     "Mocker",
     "Mode",
     "Model",
@@ -137,7 +140,6 @@ __all__ = [
     "PodSecurity",
     "Pool",
     "PoolRole",
-    "PoolScaling",
     "Pools",
     "Port",
     "ProcessKind",
@@ -163,5 +165,6 @@ __all__ = [
     "exposure_problem",
     "is_valid_name",
     "pack_gpus",
+    "quantity_bytes",
     "security_warnings",
 ]

@@ -4,12 +4,14 @@ key, the value and the fix. Pure: they read the topology and the catalog, never 
 
 from __future__ import annotations
 
+import math
 from urllib.parse import urlsplit
 
 from ..catalog import KNOWN_MODELS, find_known_model
 from ..sizing import GIB
 from .base import MAX_SYSTEM_PORT, is_valid_name
 from .enums import EtcdMode, Mode, NatsMode, PoolRole, ProcessKind, WeightDtype
+from .kubernetes import quantity_bytes
 from .packing import pack_gpus
 from .placement import (
     ADDRESS_RE,
@@ -182,6 +184,14 @@ def check_gpu_budget(topo: TopologySpec) -> None:
         raise ValueError(
             f"pools need {need} GPUs ({parts}) but the placement has {have} ({where}); "
             "add nodes or shrink the pools")
+    ceiling = topo.ceiling_gpus
+    if ceiling > have:
+        parts = ", ".join(f"{r.value} {topo.max_workers(r)}x{p.tensor_parallel}"
+                          for r, p in topo.active_pools() if p.max_workers is not None)
+        raise ValueError(
+            f"the pools' max_workers need {ceiling} GPUs ({parts}) but the placement has "
+            f"{have} ({where}); add nodes (on Slurm the job holds hardware.nodes) or lower "
+            "max_workers")
     # Packing may fail even when the count fits (TP fragments nodes).
     usable = topo.usable_gpu_ids()
     assignment = pack_gpus(topo.active_pools(), topo.hardware.gpus_per_node, counts)
@@ -212,6 +222,8 @@ def check_ports(topo: TopologySpec) -> None:
         used[port] = owner
 
     claim(topo.frontend.port, ProcessKind.FRONTEND.port_key("http"))
+    if topo.autoscale is not None:
+        claim(topo.autoscale.system_port, ProcessKind.PLANNER.port_key("system"))
     etcd = topo.coordination.etcd
     if etcd.mode is EtcdMode.EMBEDDED:
         claim(etcd.client_port, ProcessKind.ETCD.port_key("client"))
@@ -265,18 +277,15 @@ def check_autoscale(topo: TopologySpec) -> None:
     if scale is None:
         return
     budget = scale.max_gpus or topo.hardware.total_gpus
-    floor = sum(scale.floor(role) * pool.tensor_parallel
-                for role, pool in topo.active_pools())
+    floor = sum(pool.min_workers * pool.tensor_parallel for _, pool in topo.active_pools())
     if floor > budget:
         raise ValueError(
-            f"autoscale.max_gpus {budget} is below the GPUs the pools' min_replicas "
-            f"need ({floor}); raise max_gpus or lower min_replicas")
-    for role, pool in topo.active_pools():
-        if scale.floor(role) > pool.workers:
-            raise ValueError(
-                f"autoscale.{role.value}.min_replicas {scale.floor(role)} is above "
-                f"pools.{role.value}.workers ({pool.workers}), the replicas it starts "
-                f"with; raise workers or lower min_replicas")
+            f"autoscale.max_gpus {budget} is below the GPUs the pools' min_workers need "
+            f"({floor}); raise max_gpus or lower min_workers")
+    if scale.max_gpus is not None and scale.max_gpus > topo.hardware.total_gpus:
+        raise ValueError(
+            f"autoscale.max_gpus {scale.max_gpus} is above the hardware's "
+            f"{topo.hardware.total_gpus} GPUs; lower it or add nodes")
 
 
 def check_kv_buffer(topo: TopologySpec) -> None:
@@ -299,6 +308,21 @@ def check_security(topo: TopologySpec) -> None:
         raise ValueError(problem)
 
 
+def check_model_cache(topo: TopologySpec) -> None:
+    """A model-cache claim the topology sizes itself must hold the checkpoint it downloads."""
+    cache = topo.kubernetes.model_cache
+    if cache.size is None or cache.existing or not topo.backend.needs_gpu:
+        return
+    holds = quantity_bytes(cache.size) / 1e9
+    need = topo.model_files_gb
+    if holds < need:
+        gib = math.ceil(need * 1e9 / 2**30 * 1.25)
+        raise ValueError(
+            f"kubernetes.model_cache.size {cache.size} ({holds:.1f} GB) cannot hold the "
+            f"{need:.1f} GB of {topo.model.id} the download Job fetches; set it to at least "
+            f"{gib}Gi, or leave it unset to size it from the download")
+
+
 def check_kubernetes_tls(topo: TopologySpec) -> None:
     if topo.kubernetes.tls.planes and not topo.security.tls.mode.encrypts:
         raise ValueError("kubernetes.tls.planes is true (the platform's etcd and NATS require "
@@ -309,4 +333,5 @@ def check_kubernetes_tls(topo: TopologySpec) -> None:
 # In the order they run: the first broken rule is the one reported.
 RULES = (check_name, check_architecture, check_placement, check_pools, check_parallelism,
          check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory, check_ports,
-         check_kv_buffer, check_autoscale, check_security, check_kubernetes_tls)
+         check_kv_buffer, check_autoscale, check_security, check_model_cache,
+         check_kubernetes_tls)

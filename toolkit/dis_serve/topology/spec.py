@@ -16,16 +16,23 @@ from pydantic import Field, field_validator
 from ..builtin import template_kv_share
 from ..catalog import GPUS
 from ..sizing import MemoryFit, fit_worker_memory
+from .autoscale import Autoscale
 from .base import Strict
 from .coordination import Coordination
 from .enums import DEFAULT_BACKEND, Backend, EventPlane, Mode, PoolRole
 from .frontend import Frontend, Router
-from .kubernetes import Autoscale, Kubernetes
+from .kubernetes import Kubernetes
 from .model import Hardware, Model
-from .placement import Placement
+from .placement import Placement, PlacementKind
 from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
 from .security import Security
 from .supervision import Supervision
+
+# A 16-bit weight, as a quantized checkpoint keeps its embeddings and output head.
+_HALF_BYTES = 2.0
+# The files of a model repository beside its weights (tokenizer, configs, the index),
+# generously.
+_SIDE_FILES_GB = 0.1
 
 # The topology file's format. A file without `schema_version` is read as version 1 (every
 # file before the key existed); `validate` notes it. A change that old files cannot be read
@@ -70,8 +77,9 @@ class TopologySpec(Strict):
         default_factory=Kubernetes, description="Kubernetes deployment (render --target k8s).")
     autoscale: Autoscale | None = Field(
         default=None,
-        description="Dynamo's SLA planner on Kubernetes (a `planner` component); off unless "
-                    "set.")
+        description="Dynamo's planner, which adds and removes workers as the load changes: a "
+                    "process of the graph on every placement (on Kubernetes, a `planner` "
+                    "component); off unless set.")
     security: Security = Field(
         default_factory=Security,
         description="TLS and authentication on etcd, NATS, the request plane and the "
@@ -114,6 +122,42 @@ class TopologySpec(Strict):
     @property
     def total_gpus(self) -> int:
         return sum(pool.gpus for _, pool in self.active_pools())
+
+    @property
+    def checkpoint_gb(self) -> float:
+        """Decimal GB of the checkpoint's weight files, what the workers load and the model
+        cache holds: every parameter in the checkpoint's format, except that a quantized
+        checkpoint keeps the input embeddings and the output head (vocabulary x hidden each)
+        at 16 bits (ModelOpt's FP8 exports exclude lm_head; an embedding is no linear
+        layer)."""
+        arch = self.model.resolved_architecture()
+        bytes_per_param = self.model.dtype.bytes_per_param
+        embeddings = 2 * arch.vocab_size * arch.hidden_size / 1e9
+        return ((arch.params_billion - embeddings) * bytes_per_param
+                + embeddings * max(bytes_per_param, _HALF_BYTES))
+
+    @property
+    def model_files_gb(self) -> float:
+        """Decimal GB a download of the model fetches: for a GPU engine the weights and the
+        files beside them (never the second copies NVIDIA's recipes exclude), for the mocker
+        its tokenizer and config files only."""
+        return _SIDE_FILES_GB + (self.checkpoint_gb if self.backend.needs_gpu else 0.0)
+
+    def max_workers(self, role: PoolRole) -> int | None:
+        """The pool's ceiling for `scale`, `apply` and the planner: its max_workers, else
+        `workers` on Slurm (the job holds no spare GPUs), else None (the nodes' free GPUs
+        decide)."""
+        pool = self.pools.get(role)
+        assert pool is not None
+        if pool.max_workers is not None:
+            return pool.max_workers
+        return pool.workers if self.placement.kind is PlacementKind.SLURM else None
+
+    @property
+    def ceiling_gpus(self) -> int:
+        """GPUs the pools need at their ceilings (a pool without one counts its workers)."""
+        return sum((self.max_workers(role) or pool.workers) * pool.tensor_parallel
+                   for role, pool in self.active_pools())
 
     @property
     def kv_buffer_tokens(self) -> int:
