@@ -81,7 +81,7 @@ def target_params(topo: Topology) -> TargetParams:
     operator supplies the namespace and the discovery endpoints; workers load the model from
     the model cache (by id, or a pinned commit's snapshot directory) and read their engine
     configs (and the frontend its router policy) from ConfigMaps; the frontend serves HTTPS
-    from its mounted Secret (k8s_tls.py)."""
+    from its mounted Secret (tls.py)."""
     policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
     return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
                         model_path=model_path(topo), engine_config_dir=ENGINE_CONFIG_MOUNT,

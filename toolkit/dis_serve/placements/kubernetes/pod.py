@@ -178,7 +178,7 @@ def worker_probes(topo: Topology) -> dict[str, dict[str, Any]]:
 
 def frontend_probes(port: str, action: Callable[[str], dict[str, Any]] | None = None
                     ) -> dict[str, dict[str, Any]]:
-    """`action(path)` says how to ask (k8s_tls.frontend_probe_action: HTTPS, or a check in
+    """`action(path)` says how to ask (tls.frontend_probe_action: HTTPS, or a check in
     the pod); plain HTTP GET on `port` without it."""
     ask = action or (lambda path: {"httpGet": {"path": path, "port": port}})
     # /health answers 503 until workers have registered: the frontend takes no traffic

@@ -2,8 +2,8 @@
 and every Dynamo pod (frontend, workers, planner) holds the graph's own certificate from
 another, with which it serves and calls the request plane (mutual TLS between the graph's
 pods) and, where the platform's NATS and etcd require TLS (`kubernetes.tls.planes`), meets
-them. Who makes the two Secrets is `kubernetes.tls.certificates`: render/k8s_secrets.py
-(dis-serve's own CA), render/k8s_certificates.py (cert-manager) or the user.
+them. Who makes the two Secrets is `kubernetes.tls.certificates`: secrets.py
+(dis-serve's own CA), certificates.py (cert-manager) or the user.
 
 Secrets hold `tls.crt`, `tls.key` and `ca.crt` (what cert-manager writes). Dynamo 1.6.1
 reads etcd's client credentials as PEM text (ETCD_AUTH_*: render/tls_planes.py), so those
