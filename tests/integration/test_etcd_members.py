@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from conftest import GRAPHS, wait_until
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.etcd_members import EXISTING, NEW, MemberPlace, member_start_state
 from dis_serve.launch.preflight import find_binary
 from dis_serve.render.launch_plan import ETCD_CLUSTER_STATE_ENV, EtcdMember, etcd_spec
 from dis_serve.security.certs import issue_graph_pki, write_pki
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 from relocate import relocate
 
 pytestmark = pytest.mark.integration

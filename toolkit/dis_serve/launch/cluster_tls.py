@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserInputError
-from ..private_path import read_own_text
+from ..files.private_path import read_own_text
 from ..render.cluster_plan import NodeProcesses
 from ..render.shell_words import resolve_runtime
 from ..render.tls_planes import generates_nats_token, node_pki

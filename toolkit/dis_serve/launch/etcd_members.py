@@ -61,7 +61,7 @@ async def _running_cluster(url: str, tls: PkiPaths | None) -> list[Listed] | Non
 async def _answer(url: str, tls: PkiPaths | None) -> list[Listed] | None:
     """What `url` says within the timeout; None when it says nothing (at once when its port
     does not even accept: the cluster is being made)."""
-    from ..probes import tcp_accepts
+    from ..coordination.probes import tcp_accepts
 
     parts = urlsplit(url)
     if not tcp_accepts(parts.port or 2379, parts.hostname or "127.0.0.1"):

@@ -25,8 +25,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic_file import write_atomic
-from ..private_path import PRIVATE_FILE
+from ..files.atomic_file import write_atomic
+from ..files.private_path import PRIVATE_FILE
 from ..render.balancer import MAX_TAKEOVERS
 
 POLL_S = 0.2

@@ -11,8 +11,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic_file import write_atomic
-from ..private_path import PRIVATE_FILE
+from ..files.atomic_file import write_atomic
+from ..files.private_path import PRIVATE_FILE
 from ..render.balancer import (
     BID_FILE,
     MONITOR_SOCKET,

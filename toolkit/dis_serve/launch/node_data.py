@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import RunError
-from ..private_path import ensure_private_dir, open_private
+from ..files.private_path import ensure_private_dir, open_private
 from ..topology import Topology
 from .rundir import RunDir
 
