@@ -16,6 +16,8 @@ Every figure is printed (`-s` shows them) for docs/multi-node.md and docs/chaos.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -26,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 import yaml
@@ -33,6 +36,21 @@ import yaml
 from chat_load import StreamingChats
 from conftest import GRAPHS, require_netns, wait_until
 from dis_serve.launch.rundir import RunDir
+from dis_serve.render.run_layout import TOPOLOGY_FILE
+from dis_serve.security.pki_files import TLS_DIR, nats_token_path, pki_paths
+from dis_serve.topology import Topology
+from plane_probes import (
+    ACCEPTED,
+    etcd_http_attempt,
+    frontend_attempt,
+    nats_attempt,
+    nats_clear_text_attempt,
+    no_verify,
+    plain_tcp_attempt,
+    request_port_attempt,
+    tcp_reachable,
+    with_client_cert,
+)
 from relocate import relocate
 
 pytestmark = pytest.mark.integration
@@ -167,6 +185,55 @@ def _signal_node(cluster, node: str, sig: signal.Signals) -> list[int]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
     return pids
+
+
+def test_every_member_route_replica_and_balancer_asks_for_the_graphs_files(graph):
+    """From this machine, with none of the graph's files: every etcd member's client and
+    peer port, every NATS member's client and route port, every frontend replica and
+    balancer refuses what lacks the graph's CA, client certificate or token, while each
+    member takes the graph's own client (so no refusal is routing or a port not there)."""
+    cluster, _home, run, _ca = graph
+    topo = Topology.model_validate_json((run.path / TOPOLOGY_FILE).read_text())
+    etcd, nats = topo.coordination.etcd, topo.coordination.nats
+    nodes = [cluster.address(n) for n in ("n1", "n2", "n3")]
+    tls = pki_paths(run.path / TLS_DIR)
+    ours = with_client_cert(tls.ca_cert, tls.client_cert, tls.client_key)
+    token = Path(nats_token_path(run.path / TLS_DIR)).read_text().strip()
+    everything = {"key": base64.b64encode(b"v1/").decode(),
+                  "range_end": base64.b64encode(b"v10").decode()}
+    rows = []
+    for host in nodes:
+        client, peer = f"{host}:{etcd.client_port}", f"{host}:{etcd.peer_port}"
+        route, member = f"{host}:{nats.cluster_port}", f"{host}:{nats.port}"
+        assert all(tcp_reachable(a) for a in (client, peer, route, member)), host
+        rows += [(f"etcd {client} range, TLS without client certificate",
+                  etcd_http_attempt(f"https://{client}/v3/kv/range", everything)),
+                 (f"etcd {client} range, plain HTTP",
+                  etcd_http_attempt(f"http://{client}/v3/kv/range", everything)),
+                 (f"etcd peer {peer}, TLS without client certificate",
+                  request_port_attempt(peer, no_verify())),
+                 (f"etcd peer {peer}, clear text", plain_tcp_attempt(peer)),
+                 (f"NATS {member}, TLS, no certificate, no token",
+                  asyncio.run(nats_attempt(f"tls://{member}", no_verify()))),
+                 (f"NATS {member}, the graph's certificate, no token",
+                  asyncio.run(nats_attempt(f"tls://{member}", ours))),
+                 (f"NATS {member}, clear text", nats_clear_text_attempt(member)),
+                 (f"NATS route {route}, TLS without client certificate",
+                  asyncio.run(nats_attempt(f"tls://{route}", no_verify()))),
+                 (f"NATS route {route}, clear text", nats_clear_text_attempt(route))]
+        with httpx.Client(verify=ours, trust_env=False, timeout=5) as graphs_own:
+            assert graphs_own.post(f"https://{client}/v3/kv/range",
+                                   json=everything).status_code == 200, client
+        assert asyncio.run(nats_attempt(f"tls://{member}", ours, token, ">")) == ACCEPTED
+    for host, i in zip(nodes, range(topo.frontend_replicas), strict=False):
+        replica = f"{host}:{topo.frontend.replica_port + i}"
+        rows += [(f"frontend replica {replica}, plain HTTP", frontend_attempt(f"http://{replica}")),
+                 (f"balancer {host}:{topo.frontend.port}, plain HTTP",
+                  frontend_attempt(f"http://{host}:{topo.frontend.port}"))]
+    rows.append((f"floating address {FLOATING}, plain HTTP",
+                 frontend_attempt(f"http://{FLOATING}:{BASE}")))
+    print("\n" + "\n".join(f"{what}: {result}" for what, result in rows))
+    assert not [row for row in rows if row[1] == ACCEPTED], rows
 
 
 def test_a_frontend_killed_on_a_healthy_graph_fails_no_request_that_had_not_started(graph):
