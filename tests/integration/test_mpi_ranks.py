@@ -42,17 +42,18 @@ def _require_mpi() -> None:
         pytest.skip("Open MPI and python3-mpi4py are not installed (make install does it)")
 
 
-def _topology() -> Topology:
-    """A TensorRT-LLM graph of three nodes of two GPUs: a TP2 prefill worker and two TP2
-    decode workers, one worker per node; bare metal (the test bed has no pyxis)."""
+def _topology(name: str = "mpi-ranks", *, nodes: int = 3, gpus_per_node: int = 2,
+              decode_workers: int = 2) -> Topology:
+    """A TensorRT-LLM graph of TP2 workers: by default three nodes of two GPUs, a prefill
+    and two decode workers, one worker per node; bare metal (the test bed has no pyxis)."""
     return Topology.model_validate({
-        "name": "mpi-ranks",
+        "name": name,
         "model": {"id": "meta-llama/Llama-3.1-8B-Instruct", "max_input_tokens": 1024,
                   "max_output_tokens": 128},
-        "hardware": {"gpu": "h100-sxm", "gpus_per_node": 2, "nodes": 3},
+        "hardware": {"gpu": "h100-sxm", "gpus_per_node": gpus_per_node, "nodes": nodes},
         "backend": "trtllm", "mode": "disagg",
         "pools": {"prefill": {"workers": 1, "tensor_parallel": 2},
-                  "decode": {"workers": 2, "tensor_parallel": 2}},
+                  "decode": {"workers": decode_workers, "tensor_parallel": 2}},
         "placement": {"slurm": {"container_image": "none", "cpus_per_gpu": 1}},
     })
 
@@ -129,16 +130,7 @@ def test_two_tp_rank_groups_on_one_node_both_start(netns_cluster, tmp_path):
     their launchers' leaders take the node's proxy ports one at a time (mpi_launch.py's
     LEADER_GATE), so neither loses the port race and both make their MPI worlds."""
     _require_mpi()
-    topo = Topology.model_validate({
-        "name": "mpi-ranks-one-node",
-        "model": {"id": "meta-llama/Llama-3.1-8B-Instruct", "max_input_tokens": 1024,
-                  "max_output_tokens": 128},
-        "hardware": {"gpu": "h100-sxm", "gpus_per_node": 4, "nodes": 1},
-        "backend": "trtllm", "mode": "disagg",
-        "pools": {"prefill": {"workers": 1, "tensor_parallel": 2},
-                  "decode": {"workers": 1, "tensor_parallel": 2}},
-        "placement": {"slurm": {"container_image": "none", "cpus_per_gpu": 1}},
-    })
+    topo = _topology("mpi-ranks-one-node", nodes=1, gpus_per_node=4, decode_workers=1)
     ranks, workers, logs = _run_job(netns_cluster, topo, tmp_path)
     assert {spec.node for spec in workers.values()} == {0}
     assert len(ranks) == 4, logs
