@@ -64,7 +64,11 @@ PAUSE_S = 20
 # How long new requests may fail after a loss (the issue's target); a fault is judged once
 # this many requests sent after that time have streamed every token (or WATCH_S has passed).
 SETTLE_S, SERVED_AFTER, WATCH_S = 5.0, 6, 30.0
-SLURMD_TIMEOUT_S = 10
+# Slurm marks a node DOWN after this much silence: longer than the pause (a head frozen
+# past it is dropped from the --no-kill job, and when its slurmd answers again Slurm kills
+# what the job ran there, the batch script and every srun with it, hence every agent), far
+# shorter than Slurm's default 300 s so the test sees the lost node taken out of the job.
+SLURMD_TIMEOUT_S = 30
 
 
 def _cli(cluster, home: Path, *args: str, timeout: float = 120
@@ -90,8 +94,8 @@ def _topology(home: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    """The 3-node bed with slurmd marked DOWN after 10 s of silence (not 300), so the test
-    sees Slurm take the lost node out of the job."""
+    """The 3-node bed with slurmd marked DOWN after SLURMD_TIMEOUT_S of silence (not 300),
+    so the test sees Slurm take the lost node out of the job."""
     from netns_cluster import NetnsCluster, leftovers
 
     require_netns()
@@ -308,7 +312,7 @@ def test_a_lost_head_node_leaves_a_degraded_graph_serving_through_the_address(gr
         print(f"\nSTATUS after the loss (exit {text.returncode}):\n{text.stdout}")
         # Slurm marks the silent node DOWN and keeps the job on the other two (--no-kill).
         assert wait_until(lambda: _node_state(cluster, "n1").startswith("down"),
-                          timeout=SLURMD_TIMEOUT_S * 4)
+                          timeout=SLURMD_TIMEOUT_S * 3)
         assert _job_state(cluster, home) == "RUNNING"
         still = _judge(load, time.monotonic() - 3, "serving after Slurm removed the node")
     assert figures["new_failed_after_settle"] == 0, figures
