@@ -263,7 +263,7 @@ def test_down_by_name_stops_every_node_and_clears_the_heads_data_even_without_it
     serves on without it, and on `down` stops its node and removes etcd's and NATS's data
     itself, which its keeper would have."""
     data_dir = coordination_data_dir(Topology.model_validate_json(
-        (prepared.run / "topology.json").read_text()), os.environ)
+        (prepared.run / "topology.json").read_text()), os.environ, node=NODES[0])
     assert data_dir.is_dir() and lock_file(data_dir).is_file()
     keeper = prepared.scripts["n1"]
     assert "agent" in psutil.Process(keeper.pid).cmdline()  # what the script exec'd

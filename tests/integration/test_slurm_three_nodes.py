@@ -129,9 +129,11 @@ def _up(cluster: NetnsCluster, home: Path, topology: Path, name: str):
 
 
 def _data_dir(name: str, job_id: str) -> Path:
-    """Where the head's agent keeps etcd's and NATS's data (launch/node_data.py)."""
+    """Where the head's agent keeps etcd's and NATS's data (launch/node_data.py: each
+    node's own, `@<node>`)."""
     user = pwd.getpwuid(os.geteuid()).pw_name
-    return Path(os.environ.get("TMPDIR", "/tmp")) / f"dis-serve-{user}" / f"{name}-{job_id}"
+    return (Path(os.environ.get("TMPDIR", "/tmp")) / f"dis-serve-{user}"
+            / f"{name}-{job_id}@node0")
 
 
 def _nothing_left(cluster: NetnsCluster, run: RunDir) -> None:

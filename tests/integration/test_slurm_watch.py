@@ -85,7 +85,8 @@ def test_status_and_doctor_list_every_nodes_processes_and_the_registrations(grap
     doctor = _cli(cluster, home, "doctor", NAME, "--json", "--window", "1")
     assert doctor.returncode in (0, 1), doctor.stdout + doctor.stderr
     report = json.loads(doctor.stdout)
-    assert report["etcd"]["url"] == f"http://198.18.0.11:{BASE + 1}"
+    # etcd in the scheme it speaks (the graph's TLS), as the run record lists it
+    assert report["etcd"]["url"] == f"https://198.18.0.11:{BASE + 1}"
     workers = {(r["component"], r["address"].split(":")[0])
                for r in report["etcd"]["registrations"] if r.get("address")}
     assert workers == {("backend", "198.18.0.12"), ("backend", "198.18.0.13"),
