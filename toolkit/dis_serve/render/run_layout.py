@@ -25,6 +25,8 @@ Names only (no I/O); `launch/rundir.RunDir` is the directory's reader and writer
 
 from __future__ import annotations
 
+from ..security.pki_files import TLS_DIR
+
 RECORD_FILE = "run.json"
 TOPOLOGY_FILE = "topology.json"
 PLAN_FILE = "plan.json"
@@ -46,6 +48,11 @@ COORDINATION_DATA = ("etcd-data", "nats-data")
 FAULT_PREFIX = "fault-"
 # What the node agents write beside each other, per node.
 AGENT_FILE_GLOBS = ("state-*.json", "heartbeat-*.json", "plan-*.json")
+# What an earlier run of a multi-node graph left in its directory; the next must not be
+# judged by it (its agents' views and plans, its endpoint, a stop request, its CA).
+EARLIER_RUN_GLOBS = (*COORDINATION_DATA, LOGS_DIR, ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
+                     STOP_REQUEST_FILE, STATE_FILE, TLS_DIR, *AGENT_FILE_GLOBS,
+                     f"{FAULT_PREFIX}*")
 # Before run.json, a Slurm graph's record of its job (read in earlier versions' run
 # directories only).
 LEGACY_SLURM_JOB_FILE = "slurm-job.json"
