@@ -44,6 +44,7 @@ from ..render.run_layout import (
     PREVIOUS_DIR,
     RECORD_FILE,
     STATE_FILE,
+    SUPERVISOR_LOG,
     TOPOLOGY_FILE,
 )
 from ..topology import Topology, is_valid_name
@@ -121,7 +122,7 @@ class RunDir:
 
     @property
     def supervisor_log(self) -> Path:
-        return self.logs / "supervisor.log"
+        return self.logs / SUPERVISOR_LOG
 
     def log_file(self, process: str) -> Path:
         return self.logs / f"{process}.log"

@@ -42,9 +42,14 @@ STARTED_FILE = "job-started"
 # stops its node in order (launch/agent_contact.py).
 STOP_REQUEST_FILE = "stop-request"
 LOGS_DIR = "logs"
+SUPERVISOR_LOG = "supervisor.log"
+MODEL_CARD_DIR = "model-card"
+ENGINE_CONFIG_DIR = "engine-configs"
+NATS_CONFIG = "nats.conf"
+OBSERVABILITY_DIR = "observability"
 PREVIOUS_DIR = "previous"
 # A local graph's etcd and NATS data (a multi-node graph's are on the head node's own disk).
-COORDINATION_DATA = ("etcd-data", "nats-data")
+ETCD_DATA, NATS_DATA = COORDINATION_DATA = ("etcd-data", "nats-data")
 FAULT_PREFIX = "fault-"
 # What the node agents write beside each other, per node.
 AGENT_FILE_GLOBS = ("state-*.json", "heartbeat-*.json", "plan-*.json")
@@ -68,3 +73,8 @@ def node_plan_file(node: str) -> str:
 
 def heartbeat_file_name(node: str) -> str:
     return f"heartbeat-{node}.json"
+
+
+def agent_log_name(node: str) -> str:
+    """`logs` name of node `node`'s agent (logs/agent-<node>.log)."""
+    return f"agent-{node}"

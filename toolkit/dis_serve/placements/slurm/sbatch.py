@@ -26,6 +26,7 @@ from ...render.run_layout import (
     STARTED_FILE,
     STOP_REQUEST_FILE,
     TOPOLOGY_FILE,
+    agent_log_name,
 )
 from ...render.shell_words import (
     checkpoint_check,
@@ -132,7 +133,7 @@ def _srun_words(topo: Topology, node: NodeProcesses) -> str:
     hosts target); a node without workers takes no GPU."""
     words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{node.index}]}}"',
              f"--job-name={word('agent-' + node.name)}",
-             f'--output="$LOGS/agent-{node.name}.log"', "--overlap"]
+             f'--output="$LOGS/{agent_log_name(node.name)}.log"', "--overlap"]
     if topo.backend.needs_gpu and not any(spec.gpus for spec in node.processes):
         words.append("--gres=none")
     return " ".join(words)
