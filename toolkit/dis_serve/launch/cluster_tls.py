@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..atomic_file import write_atomic
 from ..errors import UserInputError
-from ..private_path import PRIVATE_FILE, read_own_text
+from ..files.atomic_file import write_atomic
+from ..files.private_path import PRIVATE_FILE, read_own_text
 from ..render.cluster_plan import NodeProcesses
 from ..render.launch_plan import nats_config
 from ..render.run_layout import NATS_CONFIG

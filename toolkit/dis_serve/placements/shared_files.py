@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..atomic_file import write_atomic
 from ..engines import engine_for
-from ..private_path import PRIVATE_FILE
+from ..files.atomic_file import write_atomic
+from ..files.private_path import PRIVATE_FILE
 from ..render.engine_config import dump_engine_config, engine_config_path, render_engine_configs
 from ..topology import Topology
 

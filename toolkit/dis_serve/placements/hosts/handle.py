@@ -119,7 +119,7 @@ class HostsHandle(ClusterHandle):
         return AgentRequests(self._run)
 
     def start(self, options: StartOptions) -> StartReport:
-        from ...startup_budget import readiness_timeout_s
+        from ...launch.startup_budget import readiness_timeout_s
 
         topo = self._topology_to("prepare", "dis-serve prepare")
         plan = prepare_hosts_run(topo, self._run)
