@@ -118,11 +118,11 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         "set -euo pipefail",
         *private_files_lines(),
         'RUN_DIR="${DIS_SERVE_RUN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"',
+        *_required_lines(required),
+        *token_lines(topo.coordination.nats.auth),
         f"# dis-serve on this node: {AGENT_PYTHON} on the PATH runs the agent; it must import "
         f"the dis-serve {__version__} that rendered this script.",
         *version_check_lines(AGENT_PYTHON, f"node {node.name}"),
-        *_required_lines(required),
-        *token_lines(topo.coordination.nats.auth),
     ]
     lines += _worker_node_checks(topo, node)
     lines += [
