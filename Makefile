@@ -31,18 +31,20 @@ system-packages:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null; }; \
 	fi
 
-# Dynamo's runtime first with the dependencies the frontend, router and mocker really use, then
-# ai-dynamo itself without its declared ones: its `aisimulate` dependency downloads from a host
-# outside the package registries and is needed only by parts we do not run.
-$(STAMP): pyproject.toml
+# Dynamo's runtime first with the dependencies the frontend, router, mocker and planner really
+# use, then ai-dynamo itself without its declared ones: its `aisimulate` dependency downloads
+# from a host outside the package registries; the planner's one import of it is mapped onto
+# aiconfigurator-core by compat/aisimulate-core (docs/install.md says what and why).
+$(STAMP): pyproject.toml compat/aisimulate-core/pyproject.toml $(wildcard compat/aisimulate-core/aisimulate_core/*.py compat/aisimulate-core/aisimulate_core/*/*.py)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-	$(PIP) install -q -e '.[run,dev]' \
+	$(PIP) install -q -e '.[run,dev,planner]' \
 	  'aiohttp>=3.14.3,<4' 'kubernetes>=32.0.1,<33' msgspec 'prometheus-client>=0.23.1,<1' \
 	  'pyzmq>=26' 'redis>=6.2,<9' tqdm 'transformers>=4.56' typing-extensions \
 	  'zstandard>=0.23,<1' 'certifi>=2026.10.19' uvloop 2>&1 | grep -v '^WARNING: Location' || true
-	$(PIP) install -q --no-deps ai-dynamo==1.6.1 2>&1 | grep -v '^WARNING: Location' || true
-	$(BIN)/python -c "import dynamo.frontend, dynamo.mocker, aiperf, dis_serve" 
+	$(PIP) install -q --no-deps ai-dynamo==1.6.1 ./compat/aisimulate-core 2>&1 | \
+	  grep -v '^WARNING: Location' || true
+	$(BIN)/python -c "import dynamo.frontend, dynamo.mocker, aiperf, dis_serve, aisimulate_core.sdk"
 	test -x $(BIN)/etcd && test -x $(BIN)/nats-server
 	touch $(STAMP)
 

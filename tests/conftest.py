@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import os
 import sys
 import time
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,25 +123,6 @@ def netns_cluster(tmp_path_factory):
     assert cluster.live_pids() == []
 
 
-class _AisimulateStub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Empty modules for `aisimulate_core` and below, the one import of Dynamo's planner
-    package that cannot be installed here (its PyPI package downloads from a host outside
-    the registries). Nothing we validate calls into it."""
-
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] == "aisimulate_core":
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
 @dataclass(frozen=True)
 class DynamoSchemas:
     dgd: type
@@ -156,15 +134,11 @@ class DynamoSchemas:
 
 @pytest.fixture(scope="session")
 def dynamo_schemas() -> DynamoSchemas:
-    """Dynamo 1.6.1's own pydantic models, imported as shipped with only `aisimulate_core`
-    stubbed."""
-    stub = _AisimulateStub()
-    sys.meta_path.insert(0, stub)
-    try:
-        from dynamo.planner.config.planner_config import PlannerConfig
-        from dynamo.profiler.utils.config import Config
-    finally:
-        sys.meta_path.remove(stub)
+    """Dynamo 1.6.1's own pydantic models, imported as shipped (the planner's
+    `aisimulate_core` is compat/aisimulate-core, which `make install` installs)."""
+    from dynamo.planner.config.planner_config import PlannerConfig
+    from dynamo.profiler.utils.config import Config
+
     return DynamoSchemas(dgd=Config, planner=PlannerConfig)
 
 

@@ -12,7 +12,7 @@ from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.replay import kv_blocks, replay_plan
 from dis_serve.plan.request import build_request
-from dis_serve.render.k8s_planner import planner_config
+from dis_serve.render.planner_config import planner_config
 from dis_serve.topology import Backend, Mode, PoolRole, Topology, WeightDtype
 from dis_serve.yaml_input import load_model_file
 
@@ -102,7 +102,7 @@ def test_an_autoscaled_plan_hands_its_targets_and_gpus_to_dynamos_planner(
         planned, dynamo_schemas):
     request = planned.request.model_copy(update={"autoscale": True})
     topo = plan_topology(planned.chosen, request, planned.workload)
-    config = dynamo_schemas.planner.model_validate(planner_config(topo))
+    config = dynamo_schemas.planner.model_validate(planner_config(topo, "kubernetes"))
     assert (config.ttft_ms, config.itl_ms) == (1000.0, 50.0)
     assert config.max_gpu_budget == planned.chosen.gpus
 

@@ -1,8 +1,10 @@
 """The ledger of predicted against measured: how far the planner's model has been from real
 runs, kept so the next plan can say so.
 
-Every `bench` of a graph `plan --emit` wrote appends one JSON line per sweep point (predicted,
-replayed and measured TTFT, ITL and throughput, the point's fingerprint); a point already in
+Every measured run of a graph `plan --emit` wrote (a `bench`, a run of `compare`, the
+fault-free run of `chaos`: vs_measured.record_planned_run) appends one JSON line per sweep
+point (predicted, replayed and measured TTFT, ITL and throughput, the point's fingerprint);
+a point already in
 the ledger (a resumed sweep) is not added again. `plan` reads the entries for the same model
 and GPU and prints the recorded error on the ones nearest its workload, and `plan
 --calibrate LEDGER.jsonl` fits its correction factors from them. The file is

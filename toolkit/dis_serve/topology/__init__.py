@@ -10,11 +10,13 @@ One module per area; import from here (`from dis_serve.topology import Topology,
 - enums: backends, modes, pool roles, process kinds, dtypes, router and plane modes, and
   their Dynamo names
 - model: the model served and the hardware
-- pools, frontend, coordination, kubernetes, placement, supervision, security: the sections
+- pools, frontend, coordination, kubernetes, autoscale, placement, supervision, security:
+  the sections
 - spec: the root's fields and derived views; rules: its cross-field rules; graph: `Topology`
 - packing: which GPUs each worker gets
 """
 
+from .autoscale import Autoscale, AutoscaleTarget, LoadThresholds
 from .base import MAX_SYSTEM_PORT, NAME_RE, Port, Strict, is_valid_name
 from .coordination import ENV_NAME_RE, Coordination, Etcd, Nats, NatsAuth
 from .enums import (
@@ -39,7 +41,6 @@ from .kubernetes import (
     K8S_NAME_RE,
     QUANTITY_RE,
     REVISION_RE,
-    Autoscale,
     ComputeResources,
     Digest,
     IssuerRef,
@@ -48,7 +49,6 @@ from .kubernetes import (
     KubernetesTls,
     ModelCache,
     PodSecurity,
-    PoolScaling,
     Quantity,
     Rdma,
     RdmaProfile,
@@ -101,6 +101,7 @@ __all__ = [
     "TOPOLOGY_SCHEMA_VERSION",
     "Architecture",
     "Autoscale",
+    "AutoscaleTarget",
     "Backend",
     "ComputeResources",
     "Coordination",
@@ -122,6 +123,7 @@ __all__ = [
     "KvTransfer",
     "KvTransferBackend",
     "Liveness",
+    "LoadThresholds",
     "Mocker",
     "Mode",
     "Model",
@@ -135,7 +137,6 @@ __all__ = [
     "PodSecurity",
     "Pool",
     "PoolRole",
-    "PoolScaling",
     "Pools",
     "Port",
     "ProcessKind",

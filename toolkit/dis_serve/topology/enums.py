@@ -97,10 +97,18 @@ class ProcessKind(StrEnum):
     NATS = "nats"
     FRONTEND = "frontend"
     WORKER = "worker"
+    PLANNER = "planner"  # Dynamo's planner (`autoscale`), on the head node
 
     def restart_policy(self, supervision: Supervision) -> Restart:
         """This kind's restart policy in the topology's `supervision` section."""
         return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
+    @property
+    def gates_readiness(self) -> bool:
+        """The graph is ready only once this process is: not the planner, which takes ~25 s
+        to start (two 10 s waits for profiling data the workers do not serve) and routes no
+        request; `status` shows it starting meanwhile, and a failed planner degrades."""
+        return self is not ProcessKind.PLANNER
 
     @property
     def is_coordination(self) -> bool:
@@ -118,15 +126,17 @@ class ProcessKind(StrEnum):
 
     @property
     def serves_alone(self) -> bool:
-        """The graph cannot serve without this very process (a worker has pool peers)."""
-        return self is not ProcessKind.WORKER
+        """The graph cannot serve without this very process (a worker has pool peers; the
+        planner routes nothing)."""
+        return self not in (ProcessKind.WORKER, ProcessKind.PLANNER)
 
     @property
     def stop_rank(self) -> int:
-        """Kinds stop in rising rank: the frontend first (no new requests), then the
-        workers, then NATS, then etcd (which the others deregister from)."""
-        return {ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1, ProcessKind.NATS: 2,
-                ProcessKind.ETCD: 3}[self]
+        """Kinds stop in rising rank: the planner (no more decisions), the frontend (no new
+        requests), then the workers, then NATS, then etcd (which the others deregister
+        from)."""
+        return {ProcessKind.PLANNER: -1, ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1,
+                ProcessKind.NATS: 2, ProcessKind.ETCD: 3}[self]
 
     def port_key(self, port: str, worker_index: int = 0) -> str:
         """The topology key that sets this kind's port named `port` (worker: the
@@ -136,7 +146,8 @@ class ProcessKind(StrEnum):
         return {(ProcessKind.ETCD, "client"): "coordination.etcd.client_port",
                 (ProcessKind.ETCD, "peer"): "coordination.etcd.peer_port",
                 (ProcessKind.NATS, "client"): "coordination.nats.port",
-                (ProcessKind.FRONTEND, "http"): "frontend.port"}[(self, port)]
+                (ProcessKind.FRONTEND, "http"): "frontend.port",
+                (ProcessKind.PLANNER, "system"): "autoscale.system_port"}[(self, port)]
 
 
 class WeightDtype(StrEnum):

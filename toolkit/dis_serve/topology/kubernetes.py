@@ -1,5 +1,4 @@
-"""How `render --target k8s` deploys the graph through Dynamo's operator, and the SLA planner
-(`autoscale`) it can add."""
+"""How `render --target k8s` deploys the graph through Dynamo's operator."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from .base import Strict
-from .enums import PoolRole
 
 # A Kubernetes quantity as manifests write it (16Gi, 500m, 90Gi), and a DNS-1123 label.
 QUANTITY_RE = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
@@ -265,42 +263,3 @@ class Kubernetes(Strict):
         default_factory=list,
         description="Namespaces (e.g. monitoring) allowed to scrape worker metrics past the "
                     "NetworkPolicy.")
-
-
-class PoolScaling(Strict):
-    min_replicas: int = Field(default=1, ge=1, description="Fewest workers the planner keeps.")
-
-
-class Autoscale(Strict):
-    """Dynamo's SLA planner on Kubernetes: it resizes the pools to hold TTFT and ITL."""
-
-    ttft_ms: float = Field(gt=0, description="Target time to first token, ms.")
-    itl_ms: float = Field(gt=0, description="Target inter-token latency, ms.")
-    max_gpus: int | None = Field(
-        default=None, ge=1,
-        description="GPU budget the planner may use (default: hardware's GPUs). Dynamo 1.6.1's "
-                    "planner bounds the total, not each pool.")
-    prefill: PoolScaling = Field(default_factory=PoolScaling, description="Prefill floor.")
-    decode: PoolScaling = Field(default_factory=PoolScaling, description="Decode floor.")
-    agg: PoolScaling = Field(default_factory=PoolScaling, description="Aggregated floor.")
-    throughput_interval_s: int = Field(
-        default=60, ge=1,
-        description="Seconds between SLA (throughput) decisions; NVIDIA's disagg_planner "
-                    "example uses 60.")
-    load_interval_s: int = Field(
-        default=5, ge=1,
-        description="Seconds between load decisions; must divide throughput_interval_s.")
-
-    @model_validator(mode="after")
-    def _intervals_nest(self) -> Autoscale:
-        if self.throughput_interval_s % self.load_interval_s or \
-                self.load_interval_s >= self.throughput_interval_s:
-            raise ValueError(
-                f"autoscale.load_interval_s {self.load_interval_s} must be shorter than and "
-                f"divide autoscale.throughput_interval_s {self.throughput_interval_s}; "
-                "e.g. 5 and 60")
-        return self
-
-    def floor(self, role: PoolRole) -> int:
-        return getattr(self, role.value).min_replicas
-

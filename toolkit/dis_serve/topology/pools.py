@@ -3,7 +3,7 @@ mocker's knobs, system ports."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .base import Port, Strict
 from .enums import KvTransferBackend, PoolRole
@@ -12,7 +12,19 @@ from .enums import KvTransferBackend, PoolRole
 class Pool(Strict):
     """A pool of identical workers: prefill, decode, or aggregated."""
 
-    workers: int = Field(default=1, ge=1, le=4096, description="Number of worker replicas.")
+    workers: int = Field(default=1, ge=1, le=4096,
+                         description="Number of worker replicas `up` starts.")
+    min_workers: int = Field(
+        default=1, ge=1, le=4096,
+        description="Fewest workers `scale`, `apply`, a roll and the planner leave the pool "
+                    "with.")
+    max_workers: int | None = Field(
+        default=None, ge=1, le=4096,
+        description="Most workers `scale`, `apply` and the planner may grow the pool to. The "
+                    "GPUs they need must be in `hardware` (on Slurm the job holds them: "
+                    "#SBATCH --nodes is hardware.nodes). Default: as many as the nodes' free "
+                    "GPUs allow on one machine and on hosts; `workers` on Slurm, whose job "
+                    "holds no spare GPUs unless hardware says so.")
     tensor_parallel: int = Field(default=1, ge=1, le=64, description="GPUs per worker (TP).")
     max_batch_size: int = Field(
         default=64, ge=1, le=16384, description="Most requests a worker runs at once.")
@@ -29,6 +41,20 @@ class Pool(Strict):
         default=None,
         description="Explicit GPUs, one list of tensor_parallel ids per worker; ids count "
                     "across nodes (node n holds n*gpus_per_node ...). Default: packed in order.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Pool:
+        if self.min_workers > self.workers:
+            raise ValueError(f"min_workers {self.min_workers} is above workers "
+                             f"{self.workers}, the replicas `up` starts; lower min_workers")
+        if self.max_workers is not None and self.max_workers < self.workers:
+            raise ValueError(f"max_workers {self.max_workers} is below workers "
+                             f"{self.workers}; raise max_workers")
+        if self.max_workers is not None and self.gpu_ids is not None \
+                and self.max_workers > self.workers:
+            raise ValueError("gpu_ids pins every worker's GPUs, so the pool cannot grow past "
+                             f"workers {self.workers}; remove gpu_ids or max_workers")
+        return self
 
     @property
     def gpus(self) -> int:

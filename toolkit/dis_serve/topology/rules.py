@@ -182,6 +182,14 @@ def check_gpu_budget(topo: TopologySpec) -> None:
         raise ValueError(
             f"pools need {need} GPUs ({parts}) but the placement has {have} ({where}); "
             "add nodes or shrink the pools")
+    ceiling = topo.ceiling_gpus
+    if ceiling > have:
+        parts = ", ".join(f"{r.value} {topo.max_workers(r)}x{p.tensor_parallel}"
+                          for r, p in topo.active_pools() if p.max_workers is not None)
+        raise ValueError(
+            f"the pools' max_workers need {ceiling} GPUs ({parts}) but the placement has "
+            f"{have} ({where}); add nodes (on Slurm the job holds hardware.nodes) or lower "
+            "max_workers")
     # Packing may fail even when the count fits (TP fragments nodes).
     usable = topo.usable_gpu_ids()
     assignment = pack_gpus(topo.active_pools(), topo.hardware.gpus_per_node, counts)
@@ -212,6 +220,8 @@ def check_ports(topo: TopologySpec) -> None:
         used[port] = owner
 
     claim(topo.frontend.port, ProcessKind.FRONTEND.port_key("http"))
+    if topo.autoscale is not None:
+        claim(topo.autoscale.system_port, ProcessKind.PLANNER.port_key("system"))
     etcd = topo.coordination.etcd
     if etcd.mode is EtcdMode.EMBEDDED:
         claim(etcd.client_port, ProcessKind.ETCD.port_key("client"))
@@ -265,18 +275,15 @@ def check_autoscale(topo: TopologySpec) -> None:
     if scale is None:
         return
     budget = scale.max_gpus or topo.hardware.total_gpus
-    floor = sum(scale.floor(role) * pool.tensor_parallel
-                for role, pool in topo.active_pools())
+    floor = sum(pool.min_workers * pool.tensor_parallel for _, pool in topo.active_pools())
     if floor > budget:
         raise ValueError(
-            f"autoscale.max_gpus {budget} is below the GPUs the pools' min_replicas "
-            f"need ({floor}); raise max_gpus or lower min_replicas")
-    for role, pool in topo.active_pools():
-        if scale.floor(role) > pool.workers:
-            raise ValueError(
-                f"autoscale.{role.value}.min_replicas {scale.floor(role)} is above "
-                f"pools.{role.value}.workers ({pool.workers}), the replicas it starts "
-                f"with; raise workers or lower min_replicas")
+            f"autoscale.max_gpus {budget} is below the GPUs the pools' min_workers need "
+            f"({floor}); raise max_gpus or lower min_workers")
+    if scale.max_gpus is not None and scale.max_gpus > topo.hardware.total_gpus:
+        raise ValueError(
+            f"autoscale.max_gpus {scale.max_gpus} is above the hardware's "
+            f"{topo.hardware.total_gpus} GPUs; lower it or add nodes")
 
 
 def check_kv_buffer(topo: TopologySpec) -> None:

@@ -17,13 +17,14 @@ from pydantic import Field, field_validator
 from ..builtin import template_kv_share
 from ..catalog import GPUS
 from ..sizing import MemoryFit, fit_worker_memory
+from .autoscale import Autoscale
 from .base import Strict
 from .coordination import Coordination
 from .enums import DEFAULT_BACKEND, Backend, EventPlane, Mode, PoolRole
 from .frontend import Frontend, Router
-from .kubernetes import Autoscale, Kubernetes
+from .kubernetes import Kubernetes
 from .model import Hardware, Model
-from .placement import Placement
+from .placement import Placement, PlacementKind
 from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
 from .security import Security
 from .supervision import Supervision
@@ -71,8 +72,9 @@ class TopologySpec(Strict):
         default_factory=Kubernetes, description="Kubernetes deployment (render --target k8s).")
     autoscale: Autoscale | None = Field(
         default=None,
-        description="Dynamo's SLA planner on Kubernetes (a `planner` component); off unless "
-                    "set.")
+        description="Dynamo's planner, which adds and removes workers as the load changes: a "
+                    "process of the graph on every placement (on Kubernetes, a `planner` "
+                    "component); off unless set.")
     security: Security = Field(
         default_factory=Security,
         description="TLS and authentication on etcd, NATS, the request plane and the "
@@ -115,6 +117,22 @@ class TopologySpec(Strict):
     @property
     def total_gpus(self) -> int:
         return sum(pool.gpus for _, pool in self.active_pools())
+
+    def max_workers(self, role: PoolRole) -> int | None:
+        """The pool's ceiling for `scale`, `apply` and the planner: its max_workers, else
+        `workers` on Slurm (the job holds no spare GPUs), else None (the nodes' free GPUs
+        decide)."""
+        pool = self.pools.get(role)
+        assert pool is not None
+        if pool.max_workers is not None:
+            return pool.max_workers
+        return pool.workers if self.placement.kind is PlacementKind.SLURM else None
+
+    @property
+    def ceiling_gpus(self) -> int:
+        """GPUs the pools need at their ceilings (a pool without one counts its workers)."""
+        return sum((self.max_workers(role) or pool.workers) * pool.tensor_parallel
+                   for role, pool in self.active_pools())
 
     @property
     def kv_buffer_tokens(self) -> int:

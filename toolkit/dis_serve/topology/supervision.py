@@ -68,5 +68,15 @@ class Supervision(Strict):
     frontend: Restart = Field(default_factory=_infra_restart,
                               description="The frontend with its router.")
     workers: Restart = Field(default_factory=Restart, description="Every worker.")
+    planner: Restart = Field(default_factory=_infra_restart,
+                             description="Dynamo's planner (`autoscale`).")
     liveness: Liveness = Field(default_factory=Liveness,
                                description="Liveness of workers, etcd and NATS.")
+    drain_timeout_s: float = Field(
+        default=60.0, gt=0, le=3600,
+        description="How long a worker that leaves the graph (`scale`, `apply`, the planner) "
+                    "has to finish its requests after SIGTERM, which takes it out of routing "
+                    "at once (Dynamo 1.6.1 unregisters it, then waits for its requests; "
+                    "TensorRT-LLM first waits 5 s more, DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS)"
+                    "; then SIGKILL, and the frontend's --migration-limit moves what is left "
+                    "to another worker.")
