@@ -87,14 +87,12 @@ def test_each_worker_is_one_mpi_world_of_tp_ranks_on_its_node(netns_cluster, tmp
     launcher.chmod(0o755)
     script, workers = _job_script(topo, run, bin_dir, out)
     (tmp_path / "job.sh").write_text(script)
-    job = subprocess.run(["sbatch", "--wait", "--nodes=3", "--ntasks-per-node=2",
-                          "--exclusive", "--mem=0", f"--output={tmp_path}/job.log",
-                          str(tmp_path / "job.sh")],
-                         env=netns_cluster.env, capture_output=True, text=True, timeout=180,
-                         check=False)
+    code, record = netns_cluster.batch("--nodes=3", "--ntasks-per-node=2", "--exclusive",
+                                       "--mem=0", f"--output={tmp_path}/job.log",
+                                       str(tmp_path / "job.sh"), timeout_s=180)
     logs = "\n".join(p.read_text() for p in [tmp_path / "job.log", *(run / "logs").iterdir()]
                      if p.exists())
-    assert job.returncode == 0, job.stdout + job.stderr + logs
+    assert code == 0, record + logs
 
     ranks = [json.loads(p.read_text()) for p in out.iterdir()]
     assert len(ranks) == sum(len(s.gpus) for s in workers.values()), logs
