@@ -92,6 +92,7 @@ def test_bench_of_an_emitted_graph_tables_plan_replay_and_measurement_and_ledger
     assert entry["nearest_to_plan"] and entry["fingerprint"] == point.fingerprint
     assert entry["measured"]["itl_mean_ms"] == pytest.approx(point.aiperf.itl_ms.avg)
     assert entry["replayed"]["requests_per_s"] == pytest.approx(replay["requests_per_s"])
+    assert entry["verdict"] == outcome["verdict"]  # the margin and error the bench checks
     replanned = _cli(*PLAN, "--out", tmp_path / "again", "--no-replay", ledger=ledger)
     ratio = point.aiperf.itl_ms.avg / plan["itl_mean_ms"]
     assert f"ITL x{ratio:.2f}" in replanned.stdout, replanned.stdout[-2000:]

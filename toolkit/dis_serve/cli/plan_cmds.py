@@ -55,7 +55,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
     for mode, rows in (("disaggregated", outcome.top_disaggregated),
                        ("aggregated", outcome.top_aggregated)):
         if rows:
-            console.print(_candidates_table(f"Top {mode} ({objective})", rows, outcome.plan))
+            console.print(_candidates_table(f"Top {mode} ({objective})", rows, outcome.plan,
+                                            req.sla_percentile))
         else:
             console.print(f"No {mode} deployment meets the SLA.")
     chosen = outcome.plan
@@ -64,7 +65,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
                   f"{chosen.tokens_per_s_per_gpu:.1f} tokens/s/GPU, "
                   f"{outcome.plan_yearly_usd:,.0f} USD/year at {req.hourly_price:g} "
                   "USD/GPU-hour", markup=False)
-    console.print(outcome.verdict, markup=False)
+    console.print(outcome.verdict.sentence, markup=False)
+    console.print(outcome.verdict.uncertainty, markup=False)
     _print_verification(outcome)
     if outcome.measured_error is not None:
         console.print(_ledger_line(outcome), markup=False)
@@ -115,7 +117,8 @@ def _print_verification(outcome: PlanOutcome) -> None:
         console.print("Not replayed (--no-replay): the SLA attainment is the model's alone.",
                       markup=False)
         return
-    state = ("holds: it promises 90% at the planned rate" if replayed.passed
+    state = (f"holds: it promises {outcome.request.sla_percentile:g}% at the planned rate"
+             if replayed.passed
              else f"FAILS: it {replayed.failed_because}")
     console.print(f"Replayed: {replayed.sla_met_share:.0%} of requests met the SLA, "
                   f"{replayed.requests_per_s:.2f} of the planned "
@@ -153,21 +156,29 @@ def _split_line(outcome: PlanOutcome) -> str:
             f"({gain:+.0%} goodput against the plan).")
 
 
-def _candidates_table(title: str, rows: list[Deployment], chosen: Deployment) -> Table:
+def _candidates_table(title: str, rows: list[Deployment], chosen: Deployment,
+                      percentile: float) -> Table:
+    """The deployments with their tails at the SLA's percentile (p90 by default)."""
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
     for column in ("#", "deployment", "GPUs", "req/s", "tok/s/GPU", "tok/s/user",
-                   "TTFT p90", "ITL p90", "limit"):
+                   f"TTFT p{percentile:g}", f"ITL p{percentile:g}", "limit"):
         table.add_column(column, justify="left" if column == "deployment" else "right",
                          no_wrap=column == "deployment")
     for i, cand in enumerate(rows, 1):
         mark = "*" if cand == chosen else ""
         table.add_row(f"{i}{mark}", cand.short_label, str(cand.gpus),
                       f"{cand.requests_per_s:.2f}", f"{cand.tokens_per_s_per_gpu:.1f}",
-                      f"{cand.tokens_per_s_per_user:.1f}", f"{cand.ttft_p90_ms:.0f}",
-                      f"{cand.itl_p90_ms:.1f}", cand.runs_out_first)
+                      f"{cand.tokens_per_s_per_user:.1f}",
+                      f"{_tail(cand.ttft_tail_ms, cand.ttft_p90_ms):.0f}",
+                      f"{_tail(cand.itl_tail_ms, cand.itl_p90_ms):.1f}", cand.runs_out_first)
     return table
+
+
+def _tail(tail: float | None, p90: float) -> float:
+    """The figure at the SLA's percentile (a plan written before percentiles had p90 only)."""
+    return p90 if tail is None else tail
 
 
 def _replay_table(outcome: PlanOutcome) -> Table:
@@ -181,15 +192,15 @@ def _replay_table(outcome: PlanOutcome) -> Table:
     for rep in outcome.replay:
         pred = outcome.plan if rep.deployment == "plan" else outcome.split
         assert pred is not None
-        _replay_rows(table, rep, pred)
+        _replay_rows(table, rep, pred, outcome.request.sla_percentile)
     return table
 
 
-def _replay_rows(table: Table, rep: Replay, pred: Deployment) -> None:
+def _replay_rows(table: Table, rep: Replay, pred: Deployment, percentile: float) -> None:
     table.add_row(rep.deployment, "predicted", f"{pred.ttft_mean_ms:.0f}",
                   f"{pred.ttft_p90_ms:.0f}", f"{pred.itl_mean_ms:.1f}",
                   f"{pred.itl_p90_ms:.1f}", f"{pred.requests_per_s:.2f}",
-                  f"{pred.tokens_per_s:,.0f}", "(>=90%)")
+                  f"{pred.tokens_per_s:,.0f}", f"(>={percentile:g}%)")
     table.add_row("", "replayed", f"{rep.ttft_mean_ms:.0f}", f"{rep.ttft_p90_ms:.0f}",
                   f"{rep.itl_mean_ms:.1f}", f"{rep.itl_p90_ms:.1f}",
                   f"{rep.requests_per_s:.2f}", f"{rep.output_tokens_per_s:,.0f}",

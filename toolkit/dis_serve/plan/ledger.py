@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..bench.metrics import BenchResult
 from ..bench.validity import point_problems
-from .outcome import LedgerError, PlanOutcome
+from .outcome import LedgerError, PlanOutcome, Verdict
 
 LEDGER_ENV = "DIS_SERVE_LEDGER"
 DEFAULT_LEDGER = Path(".dis-serve/ledger.jsonl")
@@ -74,6 +74,10 @@ class LedgerEntry(BaseModel):
     predicted: Figures
     replayed: Figures | None
     measured: Figures
+    verdict: Verdict | None = Field(
+        default=None, description="The plan's verdict: its margin, the model's error around "
+                                  "it and whether it was too close to call (what this "
+                                  "measurement settles or checks).")
 
 
 def entries_for(outcome: PlanOutcome, plan_file: Path,
@@ -108,7 +112,8 @@ def entries_for(outcome: PlanOutcome, plan_file: Path,
         measured=Figures(ttft_mean_ms=p.aiperf.ttft_ms.avg, ttft_p90_ms=p.aiperf.ttft_ms.p90,
                          itl_mean_ms=p.aiperf.itl_ms.avg, itl_p90_ms=p.aiperf.itl_ms.p90,
                          requests_per_s=p.aiperf.request_throughput,
-                         output_tokens_per_s=p.aiperf.output_token_throughput))
+                         output_tokens_per_s=p.aiperf.output_token_throughput),
+        verdict=outcome.verdict)
         for p in points]
 
 
