@@ -202,8 +202,11 @@ class SlurmDaemons:
             time.sleep(0.2)
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Cancel every job, then stop every slurmd, slurmctld and munged by their pids."""
-        if self.conf.exists() and "slurmctld" in self.pids():
+        """Cancel every job, then stop every slurmd, slurmctld and munged by their pids.
+        Jobs only while the controller runs: scancel to a dead one retries for 30 s (a
+        killed run's pid files outlive its daemons)."""
+        controller = self.pids().get("slurmctld")
+        if self.conf.exists() and controller is not None and _alive(controller):
             subprocess.run(["scancel", "--full", "--user", "root"], env=self.env,
                            capture_output=True, check=False, timeout=30)
             deadline = time.monotonic() + timeout_s
