@@ -24,7 +24,7 @@ from ..errors import RunError, UserInputError
 from ..launch.agent_contact import request_fault
 from ..launch.cluster_view import is_hosts_run
 from ..launch.rundir import RunDir
-from ..launch.slurm_jobs import SlurmJob, read_job
+from ..launch.slurm_jobs import SlurmJob, job_state, read_job
 from ..render.cluster_plan import ClusterPlan, NodeProcesses
 from ..render.slurm import node_name_var
 from .node_faults import apply_fault
@@ -70,12 +70,17 @@ def fault_graph(run: RunDir, *, node: str | None, process: str | None, action: F
         if node is not None:
             raise UserInputError(f"graph {run.name} runs on this machine only", key="--node",
                                  fix="drop --node")
-        state = run.read_state()
+        state = run.load_state()
         if state is None:
             raise UserInputError(f"graph {run.name!r} has no recorded state", key="NAME",
                                  fix="start it with `dis-serve up`")
         apply_fault(state, process, action, duration_s, say)
         return None
+    # A job that left the queue (or a cluster whose controller is gone, so squeue cannot
+    # answer) has no node to run a step on: one line saying so, not srun's errors.
+    if job is not None and not job_state(job.job_id).active:
+        raise RunError(f"{run.name} is not running: Slurm job {job.job_id} is not in the "
+                       "queue (or its cluster's controller does not answer); nothing to fault")
     target = _node_of(run.read_cluster_plan(), node, process)
     args = node_fault_args(process, action, duration_s)
     if job is not None:

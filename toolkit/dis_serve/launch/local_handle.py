@@ -112,7 +112,7 @@ class LocalHandle(RunHandle):
         if self._graph is not None:
             return observe(self._graph.status(),
                            alive=not self._graph.supervisor.finished.is_set())
-        state = self._run.read_state()
+        state = self._run.load_state()  # UnreadableState (exit 1) names a torn file
         if state is None:
             holder = lock_holder(self._run)
             if holder is not None:  # preparing: nothing started, nothing recorded yet

@@ -46,6 +46,7 @@ from .k8s_tls import (
     secret_commands,
     tls_volumes,
 )
+from .launch_plan import model_ready_path
 from .model_cache import (
     cache_mount,
     cache_volume,
@@ -92,8 +93,8 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
         "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
         "env": [*offline_env(), *planes_env(topo)],
         "ports": [{"name": "http", "containerPort": HTTP_PORT}],
-        **frontend_probes("http", lambda path: frontend_probe_action(topo, path, HTTP_PORT,
-                                                                     "http")),
+        **frontend_probes("http", model_ready_path(topo.model.name),
+                          lambda path: frontend_probe_action(topo, path, HTTP_PORT, "http")),
         "resources": frontend_resources(topo),
         "securityContext": container_security_context(topo, rdma=False),
         "volumeMounts": [cache_mount(read_only=True)],
