@@ -33,6 +33,7 @@ from ..security.pki_files import TLS_DIR
 from ..startup_budget import readiness_timeout_s
 from ..topology import Topology
 from ..topology.security import TlsMode
+from .disk_space import check_disk
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
@@ -103,6 +104,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
 
         check_shared(topo)
     run_dir.remove(_EPHEMERAL)
+    check_disk(plan, topo)  # after the last run's etcd and NATS data made their room
     run_dir.archive_previous(keep_runs)
     run_dir.prepare()
     # A Slurm job record from an earlier `up` of this name would make `down` cancel that job.

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import RunError, UserInputError
+from ..errors import RunError
 from ..topology import PlacementKind
 from .observed import (
     ObservedGraph,
@@ -120,8 +120,10 @@ class LocalHandle(RunHandle):
                     name=self.name, placement=PlacementKind.LOCAL, phase=GraphPhase.STARTING,
                     run_dir=str(self._run.path), model_name="", processes=[],
                     supervisor=f"up pid {holder}, preparing", supervisor_alive=True)
-            raise UserInputError(f"graph {self.name!r} has no recorded state in "
-                                 f"{self._run.path}", fix="start it with `dis-serve up`")
+            raise RunError(f"graph {self.name!r} is not running and never started: "
+                           f"{self._run.path} holds no record of a supervisor (its last `up` "
+                           "stopped before starting any process); start it with `dis-serve "
+                           "up`")
         return observe(state, alive=supervisor_alive(state), check_pids=True)
 
     def registrations(self) -> RegistrationsView:

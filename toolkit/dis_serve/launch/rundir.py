@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from ..ansi import strip_ansi
-from ..atomic_file import write_atomic
-from ..errors import RunError, UserInputError
+from ..atomic_file import overwrite_in_place, write_atomic
+from ..errors import RunError, UserInputError, no_space
 from ..private_path import (
     PRIVATE_DIR,
     PRIVATE_FILE,
@@ -271,7 +271,14 @@ class RunDir:
             return None
 
     def write_state(self, status: GraphStatus) -> None:
-        write_atomic(self.state_file, status.model_dump_json(indent=2), PRIVATE_FILE)
+        """Atomically; on a full disk, the last record is overwritten in its own blocks (a
+        stopped graph must not stay recorded as ready for want of room for a copy)."""
+        try:
+            write_atomic(self.state_file, status.model_dump_json(indent=2), PRIVATE_FILE)
+        except OSError as exc:
+            if not no_space(exc) or not self.state_file.is_file():
+                raise
+            overwrite_in_place(self.state_file, status.model_dump_json())
 
     def read_state(self) -> GraphStatus | None:
         """The last recorded status, or None when there is none (or it is unreadable:

@@ -158,7 +158,7 @@ def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     target = target_params(topo)
     engine = engine_for(topo.backend)
     pod_spec, container = _worker_pod(topo, role)
-    container["command"] = [target.python, "-m", engine.module]
+    container["command"] = [target.python, "-m", engine.module_in_image]
     container["args"] = worker_args(topo, role, target)
     return {"name": role.k8s_component_name(engine.k8s_component_prefix),
             "type": role.k8s_component_type,

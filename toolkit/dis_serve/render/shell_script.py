@@ -20,7 +20,6 @@ from .shell_words import (
     word,
 )
 
-
 FRONTEND_PID_LINE = "FRONTEND_PID=$!"
 
 
