@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -24,23 +23,17 @@ from relocate import relocated_demo
 pytestmark = pytest.mark.integration
 BASE = 18020
 
-# Run as the other user: what it reaches with nothing but the graph's addresses.
-AS_ANOTHER_USER = """
-import json, sys, httpx
-endpoint, model, metrics, run_dir = sys.argv[1:5]
-out = {}
-chat = httpx.post(f"{endpoint}/v1/chat/completions", timeout=30, trust_env=False, json={
-    "model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "w3 w4"}]})
-out["chat"] = chat.status_code
-out["metrics"] = httpx.get(metrics, timeout=10, trust_env=False).status_code
-for name, path in (("run_dir", run_dir), ("client_key", run_dir + "/tls/client-key.pem"),
-                   ("state", run_dir + "/state.json")):
-    try:
-        open(path).close() if name != "run_dir" else __import__("os").listdir(path)
-        out[name] = "readable"
-    except PermissionError:
-        out[name] = "denied"
-print(json.dumps(out))
+# Run as the other user (its own shell and curl: the test's interpreter lives under /root):
+# what it reaches with nothing but the graph's addresses.
+AS_ANOTHER_USER = r"""
+endpoint=$1 chat_body=$2 metrics=$3 run=$4
+code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+chat=$(code -X POST -H 'Content-Type: application/json' -d "$chat_body" \
+  "$endpoint/v1/chat/completions")
+readable() { if $1 "$2" >/dev/null 2>&1; then echo readable; else echo denied; fi; }
+printf '{"chat": %s, "metrics": %s, "run_dir": "%s", "client_key": "%s", "state": "%s"}\n' \
+  "$chat" "$(code "$metrics")" "$(readable ls "$run")" \
+  "$(readable cat "$run/tls/client-key.pem")" "$(readable cat "$run/state.json")"
 """
 
 
@@ -63,7 +56,9 @@ def test_another_local_user_reaches_the_endpoint_and_metrics_but_not_the_run_dir
         worker = next(p for p in graph.plan.processes if p.role is not None)
         metrics = f"http://127.0.0.1:{worker.ports['system']}/metrics"
         seen = subprocess.run(
-            [sys.executable, "-c", AS_ANOTHER_USER, graph.endpoint, graph.model_name,
+            ["bash", "-c", AS_ANOTHER_USER, "as-another-user", graph.endpoint,
+             json.dumps({"model": graph.model_name, "max_tokens": 4,
+                         "messages": [{"role": "user", "content": "w3 w4"}]}),
              metrics, str(graph.run_dir)],
             user="nobody", group="nogroup", extra_groups=[], capture_output=True, text=True,
             timeout=60, check=False, cwd="/", env={"PATH": os.environ["PATH"]})
