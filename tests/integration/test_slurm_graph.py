@@ -19,7 +19,7 @@ import yaml
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
-from dis_serve.launch.slurm_jobs import SlurmJob, read_job
+from dis_serve.placements.slurm.queue import SlurmJob, read_job
 from relocate import relocate
 from slurm_cluster import SlurmCluster, SlurmNode, short_hostname, slurm_conf, unavailable_reason
 

@@ -13,7 +13,6 @@ from urllib.parse import quote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engines import engine_for
-from ..placement import WorkerSlot, worker_slots
 from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import (
     EtcdMode,
@@ -25,6 +24,7 @@ from ..topology import (
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
+from .node_layout import WorkerSlot, worker_slots
 from .tls_planes import (
     endpoint_tls,
     etcd_tls_args,
