@@ -38,6 +38,8 @@ def validate(
                 console.print(f"warning: {warning}", markup=False)
         if topo.placement.kind.multi_node:
             _print_placement(topo)
+        for note in (n for placement in PLACEMENTS for n in placement.validate_notes(topo)):
+            console.print(note, markup=False)
         # The same warnings `up` prints, before anyone starts the graph.
         from ..launch.preflight import exposure_warnings
 
