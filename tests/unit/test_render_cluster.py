@@ -6,6 +6,7 @@ import copy
 import re
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.placements.slurm.sbatch import render_sbatch_script, render_slurm_plan
 from dis_serve.render.cluster_plan import (
@@ -17,7 +18,6 @@ from dis_serve.render.cluster_plan import (
 )
 from dis_serve.render.shell_words import runtime, word
 from dis_serve.topology import ProcessKind, Topology
-from dis_serve.yaml_input import load_model_file
 
 DISAGG_70B = load_model_file(Topology, GRAPHS / "llama70b-h100-disagg.yaml")
 TWO_HOSTS = load_model_file(Topology, GRAPHS / "demo-two-hosts.yaml")

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..probes import (
+from ..coordination.probes import (
     RouterView,
     http_client,
     probe_process,

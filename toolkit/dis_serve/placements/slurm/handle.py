@@ -87,7 +87,7 @@ class SlurmHandle(ClusterHandle):
         return super().fault(request, say)
 
     def start(self, options: StartOptions) -> StartReport:
-        from ...startup_budget import readiness_timeout_s
+        from ...launch.startup_budget import readiness_timeout_s
         from .submit import submit
 
         topo = self._topology_to("submit", "dis-serve up")

@@ -23,14 +23,14 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .http_client import direct_client
-from .render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec, model_ready_path
-from .topology import ProcessKind
+from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec, model_ready_path
+from ..security.http_client import direct_client
+from ..topology import ProcessKind
 
 if TYPE_CHECKING:
     import httpx
 
-    from .security.pki_files import EndpointTls
+    from ..security.pki_files import EndpointTls
 
 PROBE_TIMEOUT_S = 2.0
 
