@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 
 from dis_serve.builtin import DEMO_TOPOLOGY
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.disk_space import ETCD_BYTES, LOG_HEADROOM_BYTES, needed_bytes
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 
 def _needs(topo: Topology, run_dir) -> dict[str, int]:

@@ -15,10 +15,10 @@ from dis_serve.engines import engine_for
 from dis_serve.engines.mocker import worker_args as mocker_args
 from dis_serve.engines.mocker_worker import publish_window, with_budget
 from dis_serve.engines.trtllm import worker_args as trtllm_args
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.render.dynamo_argv import TargetParams
 from dis_serve.render.engine_config import render_engine_configs
 from dis_serve.topology import Backend, Topology
-from dis_serve.yaml_input import load_model_file
 
 BUDGET_KEY = "token_budget"
 
