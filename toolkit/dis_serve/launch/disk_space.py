@@ -1,7 +1,7 @@
 """Preflight: is there room where a local graph writes before it serves?
 
 Everything a local graph writes lies in its run directory: the embedded etcd's data (its
-write-ahead log is preallocated: etcd 3.5 creates each 64 MiB segment whole, and the next
+write-ahead log is preallocated: etcd 3.5 creates each 64 MB segment whole, and the next
 one ahead of need), the embedded NATS's JetStream store, the processes' logs and the mocker's
 model card. `up` refuses a graph whose file system cannot hold that, in one line with the
 numbers, before anything starts: without this a full disk showed as etcd crash-looping in Go
