@@ -117,8 +117,9 @@ def test_with_a_container_image_each_trtllm_worker_is_an_mpi_step_in_it_and_agen
     for spec in workers:
         assert spec.argv[:2] == ["srun", "--overlap"] and "--mpi=pmix" in spec.argv
         assert f"--nodelist={runtime(f'NODE_{spec.node}')}" in spec.argv
-        assert "--container-image=nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1" \
-            in spec.argv
+        # The .sqsh the job imports from it once (placements/slurm/mpi_launch.py).
+        assert (f"--container-image={runtime('RUN_DIR')}/images/"
+                "nvcr.io+nvidia+ai-dynamo+tensorrtllm-runtime+1.6.1.sqsh") in spec.argv
         assert mounts in spec.argv and "--no-container-entrypoint" in spec.argv
     # An srun cannot start from inside a pyxis container: the agents run on the nodes.
     agents = _lines(render_sbatch_script(topo), " -m dis_serve agent ")
