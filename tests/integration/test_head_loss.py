@@ -26,6 +26,9 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -198,6 +201,10 @@ def _signal_node(cluster, node: str, sig: signal.Signals) -> list[int]:
     return pids
 
 
+def _nats(url: str, context: ssl.SSLContext) -> str:
+    return asyncio.run(nats_attempt(url, context))
+
+
 def test_every_member_route_replica_and_balancer_asks_for_the_graphs_files(graph):
     """From this machine, with none of the graph's files: every etcd member's client and
     peer port, every NATS member's client and route port, every frontend replica and
@@ -212,37 +219,44 @@ def test_every_member_route_replica_and_balancer_asks_for_the_graphs_files(graph
     token = Path(nats_token_path(run.path / TLS_DIR)).read_text().strip()
     everything = {"key": base64.b64encode(b"v1/").decode(),
                   "range_end": base64.b64encode(b"v10").decode()}
-    rows = []
+    attempts: dict[str, Callable[[], str]] = {}
     for host in nodes:
         client, peer = f"{host}:{etcd.client_port}", f"{host}:{etcd.peer_port}"
         route, member = f"{host}:{nats.cluster_port}", f"{host}:{nats.port}"
         assert all(tcp_reachable(a) for a in (client, peer, route, member)), host
-        rows += [(f"etcd {client} range, TLS without client certificate",
-                  etcd_http_attempt(f"https://{client}/v3/kv/range", everything)),
-                 (f"etcd {client} range, plain HTTP",
-                  etcd_http_attempt(f"http://{client}/v3/kv/range", everything)),
-                 (f"etcd peer {peer}, TLS without client certificate",
-                  request_port_attempt(peer, no_verify())),
-                 (f"etcd peer {peer}, clear text", plain_tcp_attempt(peer)),
-                 (f"NATS {member}, TLS, no certificate, no token",
-                  asyncio.run(nats_attempt(f"tls://{member}", no_verify()))),
-                 (f"NATS {member}, the graph's certificate, no token",
-                  asyncio.run(nats_attempt(f"tls://{member}", ours))),
-                 (f"NATS {member}, clear text", nats_clear_text_attempt(member)),
-                 (f"NATS route {route}, TLS without client certificate",
-                  asyncio.run(nats_attempt(f"tls://{route}", no_verify()))),
-                 (f"NATS route {route}, clear text", nats_clear_text_attempt(route))]
+        attempts |= {
+            f"etcd {client} range, TLS without client certificate":
+                partial(etcd_http_attempt, f"https://{client}/v3/kv/range", everything),
+            f"etcd {client} range, plain HTTP":
+                partial(etcd_http_attempt, f"http://{client}/v3/kv/range", everything),
+            f"etcd peer {peer}, TLS without client certificate":
+                partial(request_port_attempt, peer, no_verify()),
+            f"etcd peer {peer}, clear text": partial(plain_tcp_attempt, peer),
+            f"NATS {member}, TLS, no certificate, no token":
+                partial(_nats, f"tls://{member}", no_verify()),
+            f"NATS {member}, the graph's certificate, no token":
+                partial(_nats, f"tls://{member}", ours),
+            f"NATS {member}, clear text": partial(nats_clear_text_attempt, member),
+            f"NATS route {route}, TLS without client certificate":
+                partial(_nats, f"tls://{route}", no_verify()),
+            f"NATS route {route}, clear text": partial(nats_clear_text_attempt, route)}
         with httpx.Client(verify=ours, trust_env=False, timeout=5) as graphs_own:
             assert graphs_own.post(f"https://{client}/v3/kv/range",
                                    json=everything).status_code == 200, client
         assert asyncio.run(nats_attempt(f"tls://{member}", ours, token, ">")) == ACCEPTED
     for host, i in zip(nodes, range(topo.frontend_replicas), strict=False):
         replica = f"{host}:{topo.frontend.replica_port + i}"
-        rows += [(f"frontend replica {replica}, plain HTTP", frontend_attempt(f"http://{replica}")),
-                 (f"balancer {host}:{topo.frontend.port}, plain HTTP",
-                  frontend_attempt(f"http://{host}:{topo.frontend.port}"))]
-    rows.append((f"floating address {FLOATING}, plain HTTP",
-                 frontend_attempt(f"http://{FLOATING}:{BASE}")))
+        attempts |= {
+            f"frontend replica {replica}, plain HTTP": partial(frontend_attempt,
+                                                               f"http://{replica}"),
+            f"balancer {host}:{topo.frontend.port}, plain HTTP":
+                partial(frontend_attempt, f"http://{host}:{topo.frontend.port}")}
+    attempts[f"floating address {FLOATING}, plain HTTP"] = partial(
+        frontend_attempt, f"http://{FLOATING}:{BASE}")
+    # All at once: each refusal may wait out a client's own timeout.
+    with ThreadPoolExecutor(max_workers=len(attempts)) as pool:
+        rows = list(zip(attempts, pool.map(lambda attempt: attempt(), attempts.values()),
+                        strict=True))
     print("\n" + "\n".join(f"{what}: {result}" for what, result in rows))
     assert not [row for row in rows if row[1] == ACCEPTED], rows
 
