@@ -74,8 +74,20 @@ def clear_data(
         print(f"removed {path} (no agent owned it any more)")
 
 
+def autoscaler(
+    run_dir: Annotated[Path, typer.Argument(help="The graph's run directory.")],
+) -> None:
+    """Beside Dynamo's planner (`autoscale`; the supervisor starts it): carry out and
+    acknowledge each of its decisions (change/autoscaler.py)."""
+    from ..change.autoscaler import run_autoscaler
+    from ..launch.rundir import RunDir
+
+    run_autoscaler(run_dir, RunDir(run_dir).read_topology().namespace)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the app."""
     app.command()(agent)
+    app.command(hidden=True)(autoscaler)
     app.command(hidden=True)(inflict)
     app.command(hidden=True)(clear_data)  # clear-data

@@ -24,6 +24,7 @@ def build_app():  # -> typer.Typer
     from . import (
         agent_cmds,
         bench_cmds,
+        change_cmds,
         chaos_cmds,
         doctor_cmds,
         launch_cmds,
@@ -34,8 +35,8 @@ def build_app():  # -> typer.Typer
 
     app = typer.Typer(
         name="dis-serve",
-        help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, doctor, bench, "
-             "chaos, plan, diff, top.",
+        help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, scale, apply, "
+             "doctor, bench, chaos, plan, diff, top.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
@@ -50,8 +51,8 @@ def build_app():  # -> typer.Typer
         # prompts, state holds pids. One umask here instead of a mode at every open.
         os.umask(PRIVATE_UMASK)
 
-    for group in (topology_cmds, launch_cmds, agent_cmds, doctor_cmds, bench_cmds, chaos_cmds,
-                  plan_cmds, observe_cmds):
+    for group in (topology_cmds, launch_cmds, change_cmds, agent_cmds, doctor_cmds, bench_cmds,
+                  chaos_cmds, plan_cmds, observe_cmds):
         group.register(app)
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:

@@ -30,6 +30,7 @@ from ..topology import Topology
 from .events import describe
 from .graph import PreparedRun, prepare_run
 from .keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
+from .plan_watch import PlanWatch
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .secrets import graph_secrets
 from .status import GraphPhase, GraphStatus
@@ -128,7 +129,8 @@ def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
     supervisor = Supervisor(run_dir.read_plan(), run_dir, ready_timeout_s=ready_timeout_s,
                             on_event=lambda event: print(describe(event), flush=True),
                             secrets=graph_secrets(run_dir.read_topology(),
-                                                  run_dir.path.resolve()))
+                                                  run_dir.path.resolve()),
+                            plan_source=PlanWatch(run_dir.plan_file, run_dir.read_plan))
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: supervisor.request_stop())
     unblock_stop_signals()  # held back by the keeper's fork

@@ -36,6 +36,7 @@ from ..topology.security import TlsMode
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover
+from .plan_watch import PlanWatch
 from .port_claims import claim_ports
 from .preflight import (
     check_backend,
@@ -92,9 +93,10 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
-    plan = render_launch_plan(topo, RenderContext(
+    context = RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
-        nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+        nats_bin=binaries.nats, model_path=local_model_dir(topo))
+    plan = render_launch_plan(topo, context)
     check_memory(plan, topo)
     claim_ports(plan, lock)
     check_ports(plan, topo)
@@ -110,7 +112,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
     write_coordination_inputs(topo, run_dir)
-    run_dir.write_launch_inputs(topo, plan)
+    run_dir.write_launch_inputs(topo, plan, context)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
                        warnings=exposure_warnings(topo),
                        secrets=graph_secrets(topo, run_dir.path.resolve()),
@@ -237,9 +239,10 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
     readiness budget defaults to the workers' startup budget for the backend and model."""
     ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
-    supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            on_event=on_event,
-                            secrets=prepared.secrets)
+    run_dir = prepared.run_dir
+    supervisor = Supervisor(prepared.plan, run_dir, ready_timeout_s=ready_timeout_s,
+                            on_event=on_event, secrets=prepared.secrets,
+                            plan_source=PlanWatch(run_dir.plan_file, run_dir.read_plan))
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",

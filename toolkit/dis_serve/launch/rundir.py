@@ -3,7 +3,10 @@
 Layout under `$DIS_SERVE_HOME` (default `./.dis-serve`):
 
     runs/<name>/topology.json   the validated topology the graph was started from
-    runs/<name>/plan.json       the rendered launch plan
+    runs/<name>/plan.json       the rendered launch plan (its `revision` raised by every change
+                                of the running graph, which the supervisor reconciles to)
+    runs/<name>/render-context.json  what it was rendered with besides the topology
+    runs/<name>/change.json     the last change of the running graph (change/record.py)
     runs/<name>/state.json      what the supervisor observed last (GraphStatus), rewritten
                                 atomically on every change: pids, create times, states
     runs/<name>/logs/<process>.log, logs/supervisor.log
@@ -39,7 +42,7 @@ from ..private_path import (
     open_private,
     read_own_text,
 )
-from ..render.launch_plan import LaunchPlan
+from ..render.launch_plan import LaunchPlan, RenderContext
 from ..topology import Topology, is_valid_name
 from .status import GraphStatus
 
@@ -217,10 +220,29 @@ class RunDir:
             return time.time()
 
     # --- the files ------------------------------------------------------------------------
-    def write_launch_inputs(self, topo: Topology, plan: LaunchPlan) -> None:
+    @property
+    def context_file(self) -> Path:
+        """What the plan was rendered with besides the topology (interpreter, binaries,
+        model directory), so a change of the running graph renders its new workers alike."""
+        return self.path / "render-context.json"
+
+    def write_launch_inputs(self, topo: Topology, plan: LaunchPlan,
+                            context: RenderContext | None = None) -> None:
         self.prepare()
         write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
         write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
+        if context is not None:
+            write_atomic(self.context_file, context.model_dump_json(indent=2), PRIVATE_FILE)
+
+    def write_topology(self, topo: Topology) -> None:
+        """The topology the graph now runs (a change of the running graph, once done)."""
+        write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
+
+    def write_plan(self, plan: LaunchPlan) -> None:
+        write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
+
+    def read_context(self) -> RenderContext:
+        return RenderContext.model_validate_json(read_own_text(self.context_file))
 
     def read_topology(self) -> Topology:
         """The topology the graph was started from (the doctor's expectations, `down`'s

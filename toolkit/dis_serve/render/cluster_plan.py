@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engines import engine_for
-from ..placement import NodeLayout, node_layout, worker_slots
+from ..placement import NodeLayout, WorkerSlot, node_layout
 from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
@@ -25,6 +25,7 @@ from .launch_plan import (
     etcd_spec,
     nats_config,
     nats_spec,
+    planner_specs,
     worker_spec,
 )
 from .launch_plan import frontend_spec as _frontend_spec
@@ -85,6 +86,10 @@ class ClusterPlan(BaseModel):
     needs_model_card: bool
     nats_token: bool = Field(description="NATS token authentication is on.")
     nodes: list[NodeProcesses]
+    revision: int = Field(
+        default=0, exclude_if=lambda revision: revision == 0,
+        description="Raised by every change of the running graph; each node's agent "
+                    "reconciles its share to it.")
 
     @property
     def head(self) -> NodeProcesses:
@@ -166,19 +171,18 @@ def _head_processes(topo: Topology, ctx: ClusterContext, target: TargetParams,
         specs.append(nats_spec(topo, ctx.nats_bin, head, f"{data}/nats-data", config))
     specs.append(_frontend_spec(topo, target,
                                 endpoint_tls(topo.security, tls, topo.frontend_https)))
-    return specs
+    return specs + planner_specs(topo, target, ctx.run_dir)
 
 
-def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
-    layout: list[NodeLayout] = node_layout(topo)
+def render_cluster_plan(topo: Topology, ctx: ClusterContext,
+                        slots: list[WorkerSlot] | None = None) -> ClusterPlan:
+    """Each node's processes; its workers in `slots` (default: those `up` starts)."""
+    layout: list[NodeLayout] = node_layout(topo, slots)
     if len(ctx.node_addresses) != len(layout):
         raise ValueError(f"{len(ctx.node_addresses)} addresses for {len(layout)} nodes")
     model_path, needs_card = _model_path(topo, ctx)
     head = next(n for n in layout if n.head)
     head_address = ctx.node_addresses[head.index]
-    # System ports follow pool order, as in the local plan (so the validated ports hold).
-    ports = {slot.name: topo.observability.system_port_base + i
-             for i, slot in enumerate(worker_slots(topo))}
     nodes = []
     for node in layout:
         address = ctx.node_addresses[node.index]
@@ -186,7 +190,7 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
         target = node_target(topo, ctx, model_path, head_address, address, tls)
         specs = _head_processes(topo, ctx, target, address, tls) if node.head else []
         for slot in node.workers:
-            specs.append(worker_spec(topo, slot, target, ports[slot.name]))
+            specs.append(worker_spec(topo, slot, target))
         nodes.append(NodeProcesses(index=node.index, name=node.name, address=address,
                                    head=node.head, processes=specs))
     http_host = _frontend_host(topo, head_address)
@@ -224,4 +228,4 @@ def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Pat
         endpoint=resolve_runtime(plan.endpoint, values), model_name=plan.model_name,
         endpoint_tls=plan.endpoint_tls_with(values),
         model_path=resolve_runtime(plan.model_path, values),
-        needs_model_card=plan.needs_model_card, processes=processes)
+        needs_model_card=plan.needs_model_card, processes=processes, revision=plan.revision)

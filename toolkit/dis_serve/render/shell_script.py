@@ -22,7 +22,8 @@ from .shell_words import (
 
 def _start_lines(spec: ProcessSpec) -> list[str]:
     return [
-        f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})" if spec.gpus else ""),
+        f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})"
+                            if "CUDA_VISIBLE_DEVICES" in spec.env else ""),
         f"{command_words(spec)} >\"$LOGS/{spec.name}.log\" 2>&1 &",
         pid_line(spec),  # first, so a failed wait stops it too; `$!` is still its pid
         wait_line(spec),

@@ -1,0 +1,102 @@
+"""`change.json` in the run directory: the last change of the running graph, as `status`,
+`top` and `doctor` show it (what it is for, which step it is at, how it ended), and the
+change lock that lets one change run at a time.
+
+What runs is not here: it is the run directory's plan (`plan.json`, or `cluster-plan.json` of
+a hosts or Slurm graph) at the revision the change wrote, which every supervisor and agent
+reconciles its share toward, and which a restarted one starts from.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..atomic_file import write_atomic
+from ..errors import UserInputError
+
+CHANGE_FILE = "change.json"
+CHANGE_LOCK = "change.lock"
+
+
+class ChangeState(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    STOPPED = "stopped"  # a new worker was not ready in time: the rest kept serving
+
+    @property
+    def finished(self) -> bool:
+        return self is not ChangeState.RUNNING
+
+
+class ChangeStep(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    revision: int
+    why: str
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    started_at: float
+    took_s: float | None = Field(default=None, description="Until the added served and the "
+                                                            "removed were gone.")
+
+
+class ChangeRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    source: str = Field(description="scale | apply | planner (decision N).")
+    started_at: float
+    target: dict[str, int] = Field(description="Workers per pool role when it is done.")
+    state: ChangeState = ChangeState.RUNNING
+    steps: list[ChangeStep] = Field(default_factory=list)
+    message: str | None = Field(default=None, description="How it ended, or why it stopped.")
+    finished_at: float | None = None
+
+    def with_step(self, step: ChangeStep) -> ChangeRecord:
+        return self.model_copy(update={"steps": [*self.steps, step]})
+
+    def finish(self, state: ChangeState, message: str) -> ChangeRecord:
+        return self.model_copy(update={"state": state, "message": message,
+                                       "finished_at": time.time()})
+
+    def describe(self) -> str:
+        target = ", ".join(f"{role} {n}" for role, n in self.target.items())
+        what = f"{self.source} to {target}"
+        if self.state is ChangeState.RUNNING:
+            step = self.steps[-1].why if self.steps else "starting"
+            return f"changing ({what}): {step}"
+        return f"last change ({what}): {self.state.value}: {self.message}"
+
+
+def read_change(run_dir: Path) -> ChangeRecord | None:
+    try:
+        return ChangeRecord.model_validate_json((run_dir / CHANGE_FILE).read_text())
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+def write_change(run_dir: Path, record: ChangeRecord) -> None:
+    write_atomic(run_dir / CHANGE_FILE, record.model_dump_json(indent=2), 0o600)
+
+
+@contextmanager
+def change_lock(run_dir: Path, name: str, *, wait: bool = False) -> Iterator[None]:
+    """One change at a time (`scale`, `apply` and the planner's scaler take it): a second is
+    refused at once rather than interleaved, or (`wait`: the scaler) waits its turn."""
+    fd = os.open(run_dir / CHANGE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            current = read_change(run_dir)
+            doing = f": {current.describe()}" if current else ""
+            raise UserInputError(f"graph {name!r} is being changed already{doing}",
+                                 fix="wait for it (`dis-serve status`) and try again") from None
+        yield
+    finally:
+        os.close(fd)

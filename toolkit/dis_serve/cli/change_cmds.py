@@ -1,0 +1,93 @@
+"""`scale` and `apply`: change a running graph (change/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def scale(
+    name: Annotated[str, typer.Argument(help="The running graph (`dis-serve status` lists "
+                                             "them).")],
+    pools: Annotated[list[str], typer.Argument(
+        help="POOL=N: the pool's worker count now, e.g. decode=3 (several at once).",
+        show_default=False)],
+) -> None:
+    """Add or remove workers of a running graph's pools now: new workers start on GPUs the
+    graph does not use and join once the router routes to them; leaving workers are taken
+    out of routing, finish their requests (supervision.drain_timeout_s) and stop."""
+    from ..change.executor import carry_out
+    from ..change.live import live_graph
+    from ..change.record import change_lock
+    from ..change.request import scale_target
+    from ..errors import UserInputError
+
+    live = live_graph(name)
+    running = live.read().topology
+    if running.autoscale is not None:
+        raise UserInputError(f"graph {name!r} is resized by Dynamo's planner (autoscale)",
+                             key="autoscale", fix="`apply` its topology with other "
+                             "min_workers/max_workers, or without autoscale")
+    target = scale_target(running, pools)
+    with change_lock(live.run_dir, name):
+        record = carry_out(live, target, "scale", say=_say)
+    console.print(f"{name}: {record.message} ("
+                  + ", ".join(f"{role} {n}" for role, n in record.target.items()) + ")",
+                  markup=False)
+    console.print(f"next: dis-serve status {name}", markup=False)
+
+
+def apply(
+    file: Annotated[Path, typer.Argument(help="The edited topology of a running graph.")],
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print what would change, and the steps, and change nothing.")]
+    = False,
+) -> None:
+    """Change a running graph to an edited topology: print what changes (workers added or
+    removed, pools rolled because what their workers run changed, changes refused because
+    they need a new graph), then carry it out step by step."""
+    from ..change.diff import diff
+    from ..change.executor import carry_out, simulate, slot_of
+    from ..change.live import live_graph
+    from ..change.record import change_lock
+    from ..errors import UserInputError
+    from ..topology import Topology
+    from ..yaml_input import load_model_file
+
+    edited = load_model_file(Topology, file)
+    live = live_graph(edited.name)
+    state = live.read()
+    rendered = {p.name: p for p in live.render(edited, [slot_of(w) for w in state.workers])}
+    changes = diff(state.topology, edited, state.workers, rendered)
+    for line in changes.describe():
+        console.print(line, markup=False)
+    if changes.refused:
+        key, why = changes.refused[0]
+        raise UserInputError(f"{key} changed; a running graph cannot take it ({why})",
+                             source=str(file), key=key,
+                             fix=f"`dis-serve down {edited.name}` and `up` it, or undo it")
+    steps = simulate(live, edited)
+    if dry_run:
+        for i, step in enumerate(steps, start=1):
+            console.print(f"step {i}: {step.why}", markup=False)
+        console.print(f"dry run: nothing changed; next: dis-serve apply {file}", markup=False)
+        return
+    with change_lock(live.run_dir, edited.name):
+        record = carry_out(live, edited, "apply", say=_say)
+    console.print(f"{edited.name}: {record.message}", markup=False)
+    console.print(f"next: dis-serve status {edited.name}", markup=False)
+
+
+def _say(line: str) -> None:
+    console.print(line, markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the app."""
+    app.command()(scale)
+    app.command()(apply)
