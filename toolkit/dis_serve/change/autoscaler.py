@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DisServeError
+from ..launch.change_record import change_lock
 from ..launch.rundir import RunDir
 from ..topology import Mode, PoolRole, Topology
 from .executor import carry_out
 from .live import live_for_run
-from .record import change_lock
 from .request import validated_counts
 
 

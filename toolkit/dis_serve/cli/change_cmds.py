@@ -23,9 +23,9 @@ def scale(
     out of routing, finish their requests (supervision.drain_timeout_s) and stop."""
     from ..change.executor import carry_out
     from ..change.live import live_graph
-    from ..change.record import change_lock
     from ..change.request import scale_target
     from ..errors import UserInputError
+    from ..launch.change_record import change_lock
 
     live = live_graph(name)
     running = live.read().topology
@@ -54,8 +54,8 @@ def apply(
     from ..change.diff import diff
     from ..change.executor import carry_out, simulate, slot_of
     from ..change.live import live_graph
-    from ..change.record import change_lock
     from ..errors import UserInputError
+    from ..launch.change_record import change_lock
     from ..topology import Topology
     from ..yaml_input import load_model_file
 

@@ -138,7 +138,7 @@ def node_processes_observed(look: NodeLook, running: bool) -> list[ObservedProce
             current, ready = ProcessState.GONE, False
         found.append(ObservedProcess(name=proc.name, node=name, pid=proc.pid, state=current,
                                      ports=dict(proc.ports), restarts=proc.restarts,
-                                     ready=ready))
+                                     ready=ready, joining=proc.joining))
     return found
 
 

@@ -8,10 +8,12 @@ import queue
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import RunError, UserInputError
 from ..topology import PlacementKind
+from .change_record import describe_change
 from .observed import (
     ObservedGraph,
     ObservedProcess,
@@ -170,14 +172,14 @@ def observe(state: GraphStatus, *, alive: bool, check_pids: bool = False) -> Obs
             current, ready = ProcessState.GONE, False
         processes.append(ObservedProcess(name=proc.name, pid=proc.pid, state=current,
                                          ports=dict(proc.ports), restarts=proc.restarts,
-                                         ready=ready))
+                                         ready=ready, joining=proc.joining))
     return ObservedGraph(
         name=state.name, placement=PlacementKind.LOCAL, phase=state.phase,
         run_dir=state.run_dir, model_name=state.model_name, endpoint=state.endpoint,
         endpoint_tls=state.endpoint_tls,
         processes=processes, supervisor=f"supervisor pid {state.supervisor_pid}",
         supervisor_alive=alive, ready_after_s=state.ready_after_s, problems=state.problems,
-        error=state.error)
+        error=state.error, change=describe_change(Path(state.run_dir)))
 
 
 @dataclass(frozen=True)

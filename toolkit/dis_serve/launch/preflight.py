@@ -128,7 +128,7 @@ def process_memory_mib(spec: ProcessSpec, topo: Topology) -> int | None:
     """What one process of the plan adds to the machine's memory (None: not known)."""
     if spec.kind is ProcessKind.WORKER:
         return engine_for(topo.backend).worker_uss_mib
-    return MEASURED_USS_MIB[spec.kind]
+    return MEASURED_USS_MIB.get(spec.kind)
 
 
 def check_memory(plan: LaunchPlan, topo: Topology, available_bytes: int | None = None) -> None:

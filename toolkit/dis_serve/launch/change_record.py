@@ -80,6 +80,12 @@ def read_change(run_dir: Path) -> ChangeRecord | None:
         return None
 
 
+def describe_change(run_dir: Path) -> str | None:
+    """The line `status` prints about the running or last change (None: never changed)."""
+    record = read_change(run_dir)
+    return None if record is None else record.describe()
+
+
 def write_change(run_dir: Path, record: ChangeRecord) -> None:
     write_atomic(run_dir / CHANGE_FILE, record.model_dump_json(indent=2), 0o600)
 
