@@ -1,11 +1,12 @@
 """Dynamo frontend CPU per request/s, measured on the mocker demo graph.
 
 The Kubernetes frontend's CPU request and limit are sized from this figure
-(`FRONTEND_CPU_S_PER_REQUEST` in toolkit/dis_serve/render/k8s_pod.py). The demo graph runs on
-private ports (28700+). An open-loop load (requests started at fixed intervals, whatever the
-replies do) of streaming chat completions with a fixed shape runs at a few rates, one window
-each; the frontend process's CPU time (psutil `cpu_times`, user + system, its children
-included) is read before and after each window and after an idle window of the same length.
+(`FRONTEND_CPU_S_PER_REQUEST` in toolkit/dis_serve/placements/kubernetes/pod.py). The demo
+graph runs on private ports (28700+). An open-loop load (requests started at fixed
+intervals, whatever the replies do) of streaming chat completions with a fixed shape runs at
+a few rates, one window each; the frontend process's CPU time (psutil `cpu_times`, user +
+system, its children included) is read before and after each window and after an idle window
+of the same length.
 
     cpu per request (s) = (window CPU - idle CPU rate x window wall) / requests finished
 

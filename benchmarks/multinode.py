@@ -177,8 +177,8 @@ class HostsArm(Arm):
 
     def start(self) -> float:
         from dis_serve.launch.cluster_tls import write_cluster_ca
-        from dis_serve.render.hosts import render_hosts_files
-        from dis_serve.render.slurm import ENDPOINT_FILE
+        from dis_serve.placements.hosts.scripts import render_hosts_files
+        from dis_serve.render.run_layout import ENDPOINT_FILE
         from dis_serve.topology import Topology
 
         self.runs += 1

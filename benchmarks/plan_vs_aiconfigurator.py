@@ -158,6 +158,11 @@ def compare(case: dict, aic: dict, ours: dict) -> dict:
     row["our_margin"] = _verdict(row["agg_ours"], row["disagg_ours"])[1]
     row["verdicts_agree"] = (row["our_verdict"] == row["aic_verdict"]
                              or row["aic_margin"] <= VERDICT_MARGIN)
+    # The plan's own verdict: its margin (disaggregated against aggregated) and the error the
+    # model's measured cases leave around it.
+    row["our_signed_margin"] = outcome.verdict.margin
+    row["our_model_error"] = outcome.verdict.model_error
+    row["too_close_to_call"] = outcome.verdict.too_close_to_call
     rep = ours["replay"]
     row["plan"] = outcome.plan.short_label
     row["replayed_sla_met"] = rep.sla_met_share if rep else None
@@ -245,16 +250,19 @@ def _fmt(value: float | None, spec: str) -> str:
 def print_table(rows: list[dict]) -> None:
     head = (f"{'case':<22} {'agg ours/AIC':>17} {'ratio':>6} {'disagg ours/AIC':>17} "
             f"{'ratio':>6} {'AIC verdict':>14} {'our verdict':>14} {'agree':>5} "
-            f"{'replay SLA':>10} {'s ours/AIC':>11}")
+            f"{'our margin +- error':>20} {'close':>5} {'replay SLA':>10} {'s ours/AIC':>11}")
     print(head)
     for r in rows:
         agg = f"{_fmt(r['agg_ours'], '.0f')}/{_fmt(r['agg_aic'], '.0f')}"
         dis = f"{_fmt(r['disagg_ours'], '.0f')}/{_fmt(r['disagg_aic'], '.0f')}"
+        weighed = f"{_fmt(r['our_signed_margin'], '+.0%')} +- {_fmt(r['our_model_error'], '.0%')}"
         print(f"{r['case']:<22} {agg:>17} {_fmt(r['agg_ratio'], '.3f'):>6} {dis:>17} "
               f"{_fmt(r['disagg_ratio'], '.3f'):>6} "
               f"{r['aic_verdict'] + ' +' + format(r['aic_margin'], '.0%'):>14} "
               f"{r['our_verdict'] + ' +' + format(r['our_margin'], '.0%'):>14} "
               f"{'yes' if r['verdicts_agree'] else 'NO':>5} "
+              f"{weighed:>20} "
+              f"{'yes' if r['too_close_to_call'] else 'no':>5} "
               f"{_fmt(r['replayed_sla_met'], '.0%'):>10} "
               f"{r['wall_s_ours']:>5.1f}/{r['wall_s_aic']:<5.1f}")
     for r in rows:
@@ -281,6 +289,9 @@ def main() -> None:
     ratios = [r[k] for r in rows for k in ("agg_ratio", "disagg_ratio") if r[k]]
     print(f"ratios within +-5%: {sum(abs(x - 1) <= RATIO_BAND for x in ratios)} of {len(ratios)}; "
           f"verdicts agree: {sum(r['verdicts_agree'] for r in rows)} of {len(rows)}; "
+          f"ours too close to call: {sum(r['too_close_to_call'] for r in rows)} of {len(rows)}, "
+          f"{sum(r['too_close_to_call'] for r in rows if not r['verdicts_agree'])} of the "
+          f"{sum(not r['verdicts_agree'] for r in rows)} that disagree; "
           f"plans that pass their replay: {sum(r['replay_passed'] for r in rows)} of "
           f"{len(rows)}")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -27,10 +27,20 @@ worker (TensorRT-LLM's GUARANTEED_NO_EVICT scheduler and batch tuner), NVIDIA's 
 MAX_UTILIZATION with batches of 806-2048; the engine settings are in the data file with their
 sources. NVIDIA's v5.0 H100 run is pipeline-parallel (TP1 PP2), which the planner does not
 plan.
+
+MLPerf's Server and Interactive runs of the same systems (`mlperf_llama2_70b_sla.csv`) are
+aggregated serving under Poisson arrivals at p99 TTFT and TPOT limits (2 s / 200 ms and
+450 ms / 40 ms): planned the same way at those limits (`sla_percentile` 99), bracketed, and
+planned at the input length that reconciles the offline run of the same round and system
+(the dataset is the same), which checks what serving under the SLA costs against the
+hardware. `--write-errors` rewrites this benchmark's rows of the planner's measured cases
+(`benchmarks/published/measured_error.csv`: each table case and each Server and Interactive
+run at its twin's length), which its verdicts weigh their margins with.
 `benchmarks/aiconfigurator_at_trtllm_batch.py` checks the step-time model itself at the batch
 each published run used.
 
     python benchmarks/plan_vs_published.py [--only CASE ...] [--no-replay] [--no-mlperf]
+        [--mlperf-only] [--write-errors]
 """
 
 from __future__ import annotations
@@ -46,9 +56,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "toolkit"))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 CASES_FILE = REPO / "benchmarks" / "published" / "trtllm_perf_overview.csv"
 MLPERF_FILE = REPO / "benchmarks" / "published" / "mlperf_llama2_70b_offline.csv"
+MLPERF_SLA_FILE = REPO / "benchmarks" / "published" / "mlperf_llama2_70b_sla.csv"
+# MLPerf bounds TTFT and TPOT at the 99th percentile (each run's log:
+# requested_server_target_latency_percentile 0.99).
+MLPERF_PERCENTILE = 99.0
 # The dataset's bounds on the mean input: its filter keeps prompts of up to 1,024 tokens, and
 # Llama-2's chat template alone is more than 16.
 MLPERF_ISL_BRACKET = (16, 1024)
@@ -108,6 +123,8 @@ def run_case(case: dict, replay: bool) -> dict:
     rep = next((r for r in outcome.replay if r.deployment == "plan"), None)
     return {
         "case": case["case"], "held_out": case["held_out"] == "yes",
+        "model": case["model"], "gpu": case["gpu"], "tp": int(case["tp"]),
+        "isl": int(case["isl"]), "osl": int(case["osl"]), "itl_ms": plan.itl_mean_ms,
         "source": f"{SOURCE_REPO}@{case['commit'][:12]}:{case['document']} ({case['version']})",
         "measured": measured, "plan": plan.short_label,
         "predicted": plan.tokens_per_s_per_gpu, "ratio": plan.tokens_per_s_per_gpu / measured,
@@ -162,17 +179,46 @@ def mlperf_tp(row: dict) -> int | None:
     return None
 
 
-def mlperf_predicted(row: dict, tp: int, isl: int) -> float:
+def mlperf_scenario(row: dict) -> str:
+    return row.get("scenario") or "Offline"
+
+
+def mlperf_output_tokens(row: dict) -> int:
+    """Output tokens per sample: as recorded for the offline runs, else the run's completed
+    tokens over its completed samples (both in its log summary)."""
+    if row.get("output_tokens_per_sample"):
+        return round(float(row["output_tokens_per_sample"]))
+    return round(float(row["tokens_per_s"]) / float(row["samples_per_s"]))
+
+
+def mlperf_conditions(row: dict) -> dict:
+    """What the plan is asked for: offline runs at maximum load (a closed loop, no SLA that
+    binds); Server and Interactive runs under Poisson arrivals at their p99 limits, as each
+    run's log states them."""
+    if mlperf_scenario(row) == "Offline":
+        return {"arrival": "offline", "ttft_ms": LOOSE_TTFT_MS, "itl_ms": LOOSE_ITL_MS}
+    return {"arrival": "poisson", "ttft_ms": float(row["ttft_p99_limit_ms"]),
+            "itl_ms": float(row["tpot_p99_limit_ms"]), "sla_percentile": MLPERF_PERCENTILE}
+
+
+def mlperf_plan(row: dict, tp: int, isl: int):
+    """The best aggregated deployment of the run's GPUs at `isl` (MLPerf measures aggregated
+    serving), not replayed."""
     from dis_serve.plan.recommend import make_plan
     from dis_serve.plan.request import build_request
 
     gpu = "h200" if row["system"].startswith("H200") else "h100-sxm"
     request = build_request(
-        model="llama-2-70b", gpu=gpu, isl=isl, osl=round(float(row["output_tokens_per_sample"])),
-        budget=int(row["gpus"]), tp=tp, ttft_ms=LOOSE_TTFT_MS, itl_ms=LOOSE_ITL_MS,
-        dtype="fp8", kv_cache_dtype="fp8", kv_memory_fraction=float(row["kv_share"]),
-        checkpoint=MLPERF_CHECKPOINT, arrival="offline", replay=False)
-    return make_plan(request).chosen.tokens_per_s_per_gpu
+        model="llama-2-70b", gpu=gpu, isl=isl, osl=mlperf_output_tokens(row),
+        budget=int(row["gpus"]), tp=tp, dtype="fp8", kv_cache_dtype="fp8",
+        kv_memory_fraction=float(row["kv_share"]), checkpoint=MLPERF_CHECKPOINT,
+        replay=False, **mlperf_conditions(row))
+    return make_plan(request).best_agg
+
+
+def mlperf_predicted(row: dict, tp: int, isl: int) -> float:
+    best = mlperf_plan(row, tp, isl)
+    return 0.0 if best is None else best.tokens_per_s_per_gpu
 
 
 def mlperf_bracket(row: dict) -> dict:
@@ -180,7 +226,9 @@ def mlperf_bracket(row: dict) -> dict:
     the input length (to 8 tokens) at which the plan equals it."""
     measured = float(row["tokens_per_s"]) / int(row["gpus"])
     out = {"run": f"{row['round']} {row['system']} ({row['accuracy_target']})",
-           "parallelism": row["parallelism"] or "not found", "measured": measured}
+           "round": row["round"], "system": row["system"], "scenario": mlperf_scenario(row),
+           "parallelism": row["parallelism"] or "not found", "measured": measured,
+           "source": f"{row['source_repo']}@{row['source_commit'][:8]}:{row['source_path']}"}
     tp = mlperf_tp(row)
     if tp is None:
         out["not_planned"] = ("pipeline parallel: not planned" if "PP" in row["parallelism"]
@@ -197,6 +245,53 @@ def mlperf_bracket(row: dict) -> dict:
     return out
 
 
+def mlperf_at_offline_isl(row: dict, bracket: dict, offline: list[dict]) -> dict:
+    """The SLA-bound run planned at the mean input length that reconciles the offline run of
+    the same round and system: the dataset is the same, so this checks what the model says
+    serving under the SLA costs against what it measurably cost."""
+    twin = next((o for o in offline if o["round"] == bracket["round"]
+                 and o["system"] == bracket["system"] and "implied_isl" in o), None)
+    tp = mlperf_tp(row)
+    if twin is None or tp is None:
+        return {}
+    best = mlperf_plan(row, tp, twin["implied_isl"])
+    if best is None:
+        return {"offline_isl": twin["implied_isl"], "at_offline_isl": None}
+    pred = best.prediction
+    return {"offline_isl": twin["implied_isl"], "plan_at_offline_isl": best.label,
+            "tp": tp, "osl": mlperf_output_tokens(row), "itl_ms": pred.itl_ms,
+            "gpu": "h200" if row["system"].startswith("H200") else "h100-sxm",
+            "at_offline_isl": best.tokens_per_s_per_gpu,
+            "ratio_at_offline_isl": best.tokens_per_s_per_gpu / bracket["measured"],
+            "predicted_ttft_p99_ms": pred.ttft_tail_ms, "predicted_tpot_p99_ms": pred.itl_tail_ms,
+            "measured_ttft_p99_ms": float(row["ttft_p99_ms"]),
+            "measured_tpot_p99_ms": float(row["tpot_p99_ms"])}
+
+
+def mlperf_sla_runs(offline: list[dict]) -> list[dict]:
+    """Every Server and Interactive row: bracketed and planned at the offline twin's input
+    length where it was measured and is planned; what was not published, said so."""
+    with MLPERF_SLA_FILE.open(newline="") as published:
+        rows = list(csv.DictReader(published))
+    out = []
+    for row in rows:
+        if not row["tokens_per_s"]:
+            out.append({"run": f"{row['round']} {row['system']}", "round": row["round"],
+                        "scenario": row["scenario"], "not_published": row["planned"]})
+            continue
+        bracket = mlperf_bracket(row)
+        out.append(bracket | ({} if "not_planned" in bracket
+                              else mlperf_at_offline_isl(row, bracket, offline)))
+    return out
+
+
+def _verdict(r: dict) -> str:
+    return (f"{r['implied_isl']} tokens" if "implied_isl" in r else
+            "none: plan below the measurement at every length"
+            if r["predicted_at_lo"] < r["measured"] else
+            "none: plan above the measurement at every length")
+
+
 def print_mlperf(rows: list[dict]) -> None:
     lo, hi = MLPERF_ISL_BRACKET
     print(f"\nMLPerf Llama-2-70B offline (mean input length unpublished; planned at {lo} and "
@@ -209,14 +304,61 @@ def print_mlperf(rows: list[dict]) -> None:
             print(f"| {r['run']} | {r['parallelism']} | {r['measured']:,.0f} | - | - | "
                   f"{r['not_planned']} |")
             continue
-        verdict = (f"{r['implied_isl']} tokens" if "implied_isl" in r else
-                   "none: plan below the measurement at every length"
-                   if r["predicted_at_lo"] < r["measured"] else
-                   "none: plan above the measurement at every length")
         print(f"| {r['run']} | {r['parallelism']} | {r['measured']:,.0f} | "
               f"{r['predicted_at_lo']:,.0f} ({r['predicted_at_lo'] / r['measured']:.2f}) | "
               f"{r['predicted_at_hi']:,.0f} ({r['predicted_at_hi'] / r['measured']:.2f}) | "
-              f"{verdict} |")
+              f"{_verdict(r)} |")
+
+
+def print_mlperf_sla(rows: list[dict]) -> None:
+    lo, hi = MLPERF_ISL_BRACKET
+    print(f"\nMLPerf Llama-2-70B Server and Interactive (Poisson arrivals, p99 limits; planned "
+          f"at {lo} and {hi} input tokens and at the offline twin's reconciling length):")
+    print(f"| run | scenario | parallelism | measured tok/s/GPU | plan at ISL {lo} | plan at ISL "
+          f"{hi} | input length that reconciles | offline's | plan there | pred/meas | "
+          "p99 TTFT ms pred/meas | p99 TPOT ms pred/meas |")
+    print("|---|---|---|---:|---:|---:|---|---:|---|---:|---|---|")
+    for r in rows:
+        if "not_published" in r:
+            print(f"| {r['run']} | {r['scenario']} | - | - | - | - | {r['not_published']} "
+                  "| | | | | |")
+            continue
+        if "not_planned" in r:
+            print(f"| {r['run']} | {r['scenario']} | {r['parallelism']} | "
+                  f"{r['measured']:,.0f} | - | - | {r['not_planned']} | | | | | |")
+            continue
+        twin = ("| - | - | - | - | -" if r.get("at_offline_isl") is None else
+                f"| {r['offline_isl']} | {r['plan_at_offline_isl']} | "
+                f"{r['ratio_at_offline_isl']:.3f} | "
+                f"{r['predicted_ttft_p99_ms']:.0f}/{r['measured_ttft_p99_ms']:.0f} | "
+                f"{r['predicted_tpot_p99_ms']:.1f}/{r['measured_tpot_p99_ms']:.1f}")
+        print(f"| {r['run']} | {r['scenario']} | {r['parallelism']} | {r['measured']:,.0f} | "
+              f"{r['predicted_at_lo']:,.0f} ({r['predicted_at_lo'] / r['measured']:.2f}) | "
+              f"{r['predicted_at_hi']:,.0f} ({r['predicted_at_hi'] / r['measured']:.2f}) | "
+              f"{_verdict(r)} {twin} |")
+    ratios = [r["ratio_at_offline_isl"] for r in rows if r.get("ratio_at_offline_isl")]
+    if ratios:
+        print(f"- at the offline twin's input length: {len(ratios)} runs, predicted/measured "
+              f"median {statistics.median(ratios):.3f} (range {min(ratios):.3f}-"
+              f"{max(ratios):.3f}), median |error| "
+              f"{statistics.median(abs(x - 1) for x in ratios):.1%}")
+
+
+def measured_error_rows(rows: list[dict], mlperf_sla: list[dict]) -> list[dict]:
+    """The aggregated cases as the planner weighs its verdicts with (`plan.model_error`):
+    every published table case, and each MLPerf Server and Interactive run at its offline
+    twin's reconciling input length (the offline runs reconcile by construction)."""
+    out = [{"mode": "agg", "case": r["case"], "model": r["model"], "gpu": r["gpu"],
+            "dtype": "fp8", "tp": r["tp"], "isl": r["isl"], "osl": r["osl"],
+            "itl_ms": f"{r['itl_ms']:.2f}", "arrival": "offline", "engine": "trtllm",
+            "ratio": f"{r['ratio']:.4f}", "source": r["source"]} for r in rows]
+    out += [{"mode": "agg", "case": f"mlperf {r['run']} {r['scenario']}",
+             "model": "llama-2-70b", "gpu": r["gpu"], "dtype": "fp8", "tp": r["tp"],
+             "isl": r["offline_isl"], "osl": r["osl"], "itl_ms": f"{r['itl_ms']:.2f}",
+             "arrival": "poisson", "engine": "trtllm",
+             "ratio": f"{r['ratio_at_offline_isl']:.4f}", "source": r["source"]}
+            for r in mlperf_sla if r.get("ratio_at_offline_isl")]
+    return out
 
 
 def main() -> int:
@@ -224,28 +366,41 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="case names from the data file")
     parser.add_argument("--no-replay", action="store_true", help="skip the verification")
     parser.add_argument("--no-mlperf", action="store_true", help="skip the MLPerf bracket")
+    parser.add_argument("--mlperf-only", action="store_true",
+                        help="only the MLPerf runs (offline, Server, Interactive)")
+    parser.add_argument("--write-errors", action="store_true",
+                        help="rewrite this benchmark's rows of the planner's measured cases "
+                             "(benchmarks/published/measured_error.csv)")
     args = parser.parse_args()
     rows = []
-    for case in load_cases(args.only):
+    for case in [] if args.mlperf_only else load_cases(args.only):
         rows.append(run_case(case, replay=not args.no_replay))
         print(f"{case['case']}: {rows[-1]['ratio']:.3f} ({rows[-1]['wall_s']:.1f} s)",
               file=sys.stderr, flush=True)
-    print_table(rows)
-    result = {"all": summary(rows)}
+    if rows:
+        print_table(rows)
+    result = {"all": summary(rows)} if rows else {}
     for name, part in (("developed on", [r for r in rows if not r["held_out"]]),
                        ("held out", [r for r in rows if r["held_out"]])):
         if part:
             result[name] = summary(part)
     for name, part in result.items():
         print_summary(name, part)
-    mlperf = []
+    mlperf, mlperf_sla = [], []
     if not args.no_mlperf:
         with MLPERF_FILE.open(newline="") as published:
             mlperf = [mlperf_bracket(row) for row in csv.DictReader(published)]
         print_mlperf(mlperf)
+        mlperf_sla = mlperf_sla_runs(mlperf)
+        print_mlperf_sla(mlperf_sla)
+    if args.write_errors:
+        from measured_errors import replace_rows
+
+        written = replace_rows("plan_vs_published", measured_error_rows(rows, mlperf_sla))
+        print(f"\nwrote the measured cases to {written}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"rows": rows, "summary": result, "mlperf": mlperf},
-                                  indent=2) + "\n")
+    RESULTS.write_text(json.dumps({"rows": rows, "summary": result, "mlperf": mlperf,
+                                   "mlperf_sla": mlperf_sla}, indent=2) + "\n")
     return 0
 
 

@@ -60,8 +60,8 @@ def _scheduler_s(home: Path, name: str) -> tuple[float, float | None]:
     """The scheduler's share of a Slurm bring-up: sbatch returning to the batch script
     starting (the job's own clock mark), and squeue's SubmitTime to StartTime (whole s)."""
     from dis_serve.launch.rundir import RunDir
-    from dis_serve.launch.slurm_job import job_started_at
-    from dis_serve.launch.slurm_jobs import job_state, read_job
+    from dis_serve.placements.slurm.queue import job_state, read_job
+    from dis_serve.placements.slurm.submit import job_started_at
 
     run = RunDir.for_graph(name, home)
     job = read_job(run)

@@ -15,11 +15,11 @@ with client certificates runs. The frontend needs TLS mode auto, so no arm has H
 planes in clear text; `planes` is there to tell the frontend's share from the planes'.
 Every run brings up a fresh graph and the arms take turns (plain planes https
 https+client-certs plain ...), so a drift of the shared machine favours none. The load is
-AIPerf through dis-serve's own compare runner (bench/runner.compare_arms, what `dis-serve
-compare` runs): benchmarks/smoke.yaml (concurrency 1 and 4, 24 requests each); the whole
-run takes about ten minutes on a 2-core machine. Against an HTTPS frontend AIPerf trusts
-the graph's CA (SSL_CERT_FILE, empty SSL_CERT_DIR) and, when asked, presents the client
-certificate (bench/aiperf_site/sitecustomize.py), as `bench` does.
+AIPerf through dis-serve's own compare runner (workflows.compare_arms, what `dis-serve
+compare` runs, after-bench hooks included): benchmarks/smoke.yaml (concurrency 1 and 4, 24
+requests each); the whole run takes about ten minutes on a 2-core machine. Against an HTTPS
+frontend AIPerf trusts the graph's CA (SSL_CERT_FILE, empty SSL_CERT_DIR) and, when asked,
+presents the client certificate (bench/aiperf_site/sitecustomize.py), as `bench` does.
 
 Per arm and concurrency: the median over the rounds of req/s, TTFT p50 and p90 and ITL p50,
 each arm's range over the rounds, and the ratio arm/plain. Target: against plain, every TLS
@@ -143,9 +143,9 @@ def run_compare(work: Path, arms: list, scenario_file: Path, rounds: int) -> tup
     """The arms `rounds` times each, interleaved, through the runner `dis-serve compare`
     uses (which takes two files or one --vary key; these arms differ in three keys)."""
     from dis_serve.bench.ab_report import COMPARE_JSON, write_compare_report
-    from dis_serve.bench.runner import compare_arms
     from dis_serve.bench.scenario import load_scenario
     from dis_serve.termination import interrupt_on_termination
+    from dis_serve.workflows import compare_arms
 
     interrupt_on_termination()
     out = work / "compare"

@@ -40,7 +40,7 @@ from dis_serve.coordination.etcd_view import read_etcd
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
 from dis_serve.launch.rundir import RunDir
-from dis_serve.render.hosts import render_hosts_files
+from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.security.pki_files import TLS_DIR, pki_paths
 from dis_serve.topology import PoolRole, Topology
 from netns_cluster import ATTACKER_ADDRESS, NetnsCluster, in_namespace

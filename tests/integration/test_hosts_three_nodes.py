@@ -32,7 +32,7 @@ from conftest import GRAPHS, wait_until
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
 from dis_serve.launch.node_data import coordination_data_dir, lock_file
-from dis_serve.render.hosts import render_hosts_files
+from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.topology import Topology
 from netns_cluster import NetnsCluster
 from relocate import relocate

@@ -20,7 +20,7 @@ import yaml
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
-from dis_serve.render.hosts import render_hosts_files
+from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.topology import Topology
 from relocate import relocate
 

@@ -1,5 +1,5 @@
 """TensorRT-LLM workers launched exactly as their node's agent launches them (the Slurm plan's
-worker line, render/mpi_launch.py), on the
+worker line, placements/slurm/mpi_launch.py), on the
 multi-node test bed (three Slurm nodes in network namespaces, real slurmd, `srun --mpi=pmix`).
 
 Only two things stand in: the worker's final Python module (the word after `-m`, swapped by
@@ -22,8 +22,8 @@ import pytest
 
 from conftest import REPO
 from dis_serve.engines.trtllm import WORKER_ENV as NVIDIA_WORKER_ENV
+from dis_serve.placements.slurm.sbatch import node_address_var, render_slurm_plan
 from dis_serve.render.shell_words import word
-from dis_serve.render.slurm import node_address_var, render_slurm_plan
 from dis_serve.topology import Topology
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,7 @@
 """`bench` on a graph `plan --emit --mock` wrote: the report sets the plan's prediction, its
-replay and AIPerf's measurement side by side, each row read from its own source."""
+replay and AIPerf's measurement side by side, each row read from its own source. `compare`
+and `chaos` of that graph land in the ledger too (their measured runs end in the same
+after-bench hook)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import yaml
 
 from dis_serve.bench.metrics import BenchResult
 from dis_serve.plan.vs_measured import closest_point
-from relocate import relocate
+from relocate import relocate, relocated_demo
 
 pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
@@ -26,10 +28,13 @@ PLAN = ("plan", "--model", "llama-3.1-8b", "--isl", "128", "--osl", "32", "--rat
         "--ttft-ms", "500", "--itl-ms", "50")
 
 
-def _cli(*args, ledger: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _cli(*args, ledger: Path, timeout: float = 180,
+         home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    where = {} if home is None else {"DIS_SERVE_HOME": str(home)}
     return subprocess.run([DIS_SERVE, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, check=False,
-                          env=os.environ | {"COLUMNS": "140", "DIS_SERVE_LEDGER": str(ledger)})
+                          env=os.environ | {"COLUMNS": "140", "DIS_SERVE_LEDGER": str(ledger)}
+                          | where)
 
 
 def _row(section: str, name: str) -> list[float]:
@@ -87,6 +92,69 @@ def test_bench_of_an_emitted_graph_tables_plan_replay_and_measurement_and_ledger
     assert entry["nearest_to_plan"] and entry["fingerprint"] == point.fingerprint
     assert entry["measured"]["itl_mean_ms"] == pytest.approx(point.aiperf.itl_ms.avg)
     assert entry["replayed"]["requests_per_s"] == pytest.approx(replay["requests_per_s"])
+    assert entry["verdict"] == outcome["verdict"]  # the margin and error the bench checks
     replanned = _cli(*PLAN, "--out", tmp_path / "again", "--no-replay", ledger=ledger)
     ratio = point.aiperf.itl_ms.avg / plan["itl_mean_ms"]
     assert f"ITL x{ratio:.2f}" in replanned.stdout, replanned.stdout[-2000:]
+
+
+# A short, steady load: one point, every request streamed.
+SHORT = {"name": "short", "input_tokens": {"mean": 128}, "output_tokens": {"mean": 32},
+         "requests": 8, "sla": {"ttft_ms": 500, "itl_ms": 50}}
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory) -> Path:
+    """The mocker graph `plan --emit --mock` wrote for PLAN (not replayed: what is measured
+    here is the ledger's bookkeeping), moved to its own ports."""
+    work = tmp_path_factory.mktemp("planned")
+    emitted = work / "planned.yaml"
+    done = _cli(*PLAN, "--out", work / "plan", "--emit", emitted, "--mock", "--no-replay",
+                ledger=work / "unused.jsonl")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    graph = work / "planned-here.yaml"
+    graph.write_text(yaml.safe_dump(relocate(yaml.safe_load(emitted.read_text()),
+                                             "planned-runs", PORT_BASE + 40), sort_keys=False))
+    return graph
+
+
+def _entries(ledger: Path) -> list[dict]:
+    return [json.loads(line) for line in ledger.read_text().splitlines()]
+
+
+def test_compare_ledgers_the_run_of_the_planned_arm_and_nothing_of_the_other(planned,
+                                                                              tmp_path):
+    demo = tmp_path / "demo-here.yaml"
+    demo.write_text(yaml.safe_dump(relocated_demo("unplanned-runs", PORT_BASE + 40)))
+    scenario = tmp_path / "short.yaml"
+    scenario.write_text(yaml.safe_dump(SHORT | {"concurrency": [1]}))
+    ledger = tmp_path / "ledger.jsonl"
+    compared = _cli("compare", planned, demo, "--scenario", scenario, "--out",
+                    tmp_path / "compare", ledger=ledger, home=tmp_path, timeout=300)
+    assert compared.returncode == 0, compared.stdout[-3000:] + compared.stderr[-3000:]
+    result = BenchResult.model_validate_json(
+        (tmp_path / "compare" / "planned-runs" / "results.json").read_text())
+    assert [(e["topology_file"], e["fingerprint"]) for e in _entries(ledger)] == [
+        (str(planned), p.fingerprint) for p in result.points]
+    assert f"planned graph: {len(result.points)} point(s) added to the ledger {ledger}" in (
+        compared.stdout)
+
+
+def test_chaos_ledgers_its_fault_free_run_and_not_the_run_with_faults(planned, tmp_path):
+    scenario = tmp_path / "chaos.yaml"
+    scenario.write_text(yaml.safe_dump({
+        "name": "planned-chaos", "workload": SHORT | {"request_rate": [8]},
+        "faults": [{"at_s": 0.5, "action": "pause", "process": "agg-0", "duration_s": 0.5}],
+        "limits": {"max_failed_requests": 8, "max_truncated_streams": 8,
+                   "max_mismatched_outputs": 8, "max_recovery_s": 30}}))
+    ledger = tmp_path / "ledger.jsonl"
+    hurt = _cli("chaos", planned, "--scenario", scenario, "--out", tmp_path / "chaos",
+                ledger=ledger, home=tmp_path, timeout=300)
+    assert hurt.returncode == 0, hurt.stdout[-3000:] + hurt.stderr[-3000:]
+    fault_free = BenchResult.model_validate_json(
+        (tmp_path / "chaos" / "fault-free" / "results.json").read_text())
+    (point,) = fault_free.points
+    (entry,) = _entries(ledger)
+    assert entry["fingerprint"] == point.fingerprint and entry["nearest_to_plan"]
+    assert entry["measured"]["requests_per_s"] == pytest.approx(
+        point.aiperf.request_throughput)

@@ -16,8 +16,8 @@ import pytest
 from dis_serve.coordination.doctor import run_doctor
 from dis_serve.coordination.nats_view import connect
 from dis_serve.launch.graph import start_graph
-from dis_serve.launch.run_lookup import doctor_target
 from dis_serve.launch.rundir import RunDir
+from dis_serve.placements.lookup import doctor_target
 from dis_serve.security.pki_files import TLS_DIR, PkiPaths, pki_paths
 from dis_serve.topology import Topology
 from plane_probes import etcdctl, nats_over, no_verify, request_port_accepts, with_client_cert

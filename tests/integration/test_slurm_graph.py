@@ -17,7 +17,7 @@ import yaml
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
-from dis_serve.launch.slurm_jobs import read_job
+from dis_serve.placements.slurm.queue import read_job
 from relocate import relocate
 from slurm_cluster import SlurmCluster, unavailable_reason
 

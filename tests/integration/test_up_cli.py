@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from conftest import wait_until
-from dis_serve.launch.local_handle import stop_run
 from dis_serve.launch.process import same_process
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
+from dis_serve.placements.local.stop import stop_run
 from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration

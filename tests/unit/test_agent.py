@@ -12,7 +12,8 @@ from conftest import GRAPHS
 from dis_serve.errors import UserInputError
 from dis_serve.launch.agent import NodeRunDir, node_launch_plan, runtime_values
 from dis_serve.launch.node_data import claim_data_dir, coordination_data_dir
-from dis_serve.render.slurm import ADDRESSES_FILE, render_slurm_plan
+from dis_serve.placements.slurm.sbatch import render_slurm_plan
+from dis_serve.render.run_layout import ADDRESSES_FILE
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

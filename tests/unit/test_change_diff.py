@@ -10,8 +10,8 @@ import yaml
 
 from conftest import GRAPHS
 from dis_serve.change.diff import diff
-from dis_serve.placement import worker_slots
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
+from dis_serve.render.node_layout import worker_slots
 from dis_serve.topology import PoolRole, Topology
 
 CONTEXT = RenderContext(run_dir=Path("/run/demo"))

@@ -10,7 +10,7 @@ import yaml
 from conftest import GRAPHS
 from dis_serve.change.steps import WorkerNow, next_step
 from dis_serve.errors import UserInputError
-from dis_serve.placement import WorkerSlot, worker_slots
+from dis_serve.render.node_layout import WorkerSlot, worker_slots
 from dis_serve.topology import PoolRole, Topology
 
 

@@ -15,11 +15,11 @@ from cryptography import x509
 
 from conftest import GRAPHS
 from dis_serve.launch.cluster_tls import node_server_names, prepare_node_tls, write_cluster_ca
-from dis_serve.launch.cluster_view import endpoint_tls_here
 from dis_serve.launch.preflight import exposure_warnings
 from dis_serve.launch.rundir import RunDir
+from dis_serve.placements.cluster.view import endpoint_tls_here
+from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan
-from dis_serve.render.hosts import render_hosts_files
 from dis_serve.render.shell_words import runtime
 from dis_serve.security.pki_files import EndpointTls, node_pki_paths
 from dis_serve.topology import ProcessKind, Topology

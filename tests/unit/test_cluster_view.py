@@ -1,4 +1,4 @@
-"""The client's view of a multi-node graph (launch/cluster_view.py): every node's agent
+"""The client's view of a multi-node graph (placements/cluster/view.py): every node's agent
 state and heartbeat folded into one phase. A node that is hung or gone makes the graph
 degraded while every role still has a ready process elsewhere, failed when a role has
 none left on a live node. No processes are started here."""
@@ -14,9 +14,9 @@ from dis_serve.launch.agent_contact import (
     _stop_requested_since,
     request_stop,
 )
-from dis_serve.launch.cluster_view import NodeLook, fold
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
-from dis_serve.render.slurm import render_slurm_plan
+from dis_serve.placements.cluster.view import NodeLook, fold
+from dis_serve.placements.slurm.sbatch import render_slurm_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from test_observe_top_nodes import ADDRESS, THREE_NODES, _cluster_run
 
 from dis_serve.launch.cluster_tls import write_cluster_ca
-from dis_serve.launch.run_lookup import doctor_target
+from dis_serve.placements.lookup import doctor_target
 
 
 def test_each_workers_metrics_are_read_at_its_own_nodes_address(tmp_path):

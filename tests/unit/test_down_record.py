@@ -6,10 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from dis_serve.launch.local_handle import stop_run
 from dis_serve.launch.process import create_time
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus
+from dis_serve.placements.local.stop import stop_run
 
 DEAF = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "print(1, flush=True); time.sleep(60)")

@@ -18,9 +18,9 @@ import pytest
 from conftest import GRAPHS
 from dis_serve.engines.mocker import worker_args as mocker_args
 from dis_serve.engines.trtllm import worker_args as trtllm_args
+from dis_serve.placements.kubernetes.manifests import target_params as k8s_target
 from dis_serve.render.cluster_plan import ClusterContext, node_target
 from dis_serve.render.dynamo_argv import TargetParams, frontend_args
-from dis_serve.render.k8s import target_params as k8s_target
 from dis_serve.render.shell_words import runtime
 from dis_serve.render.tls_planes import node_pki
 from dis_serve.topology import PoolRole, Topology

@@ -149,7 +149,7 @@ def test_no_tracked_symlink_dangles():
 
 
 def test_every_local_workers_extra_engine_args_names_a_file_render_writes(tmp_path):
-    from dis_serve.render.target_files import Target, render_files
+    from dis_serve.placements.files import Target, render_files
 
     topo = load_model_file(Topology, GRAPHS / "llama8b-8gpu-disagg.yaml")
     files = render_files(topo, Target.LOCAL, tmp_path)

@@ -9,19 +9,14 @@ import pytest
 
 from conftest import GRAPHS
 from dis_serve.launch import events
-from dis_serve.launch.handle import (
-    ObservedGraph,
-    StartOptions,
-    StatusVerdict,
-    handle_for,
-    handle_for_run,
-)
-from dis_serve.launch.hosts_handle import HostsHandle
-from dis_serve.launch.local_handle import LocalHandle
 from dis_serve.launch.rundir import RunDir
-from dis_serve.launch.slurm_handle import SlurmHandle
-from dis_serve.launch.slurm_jobs import SlurmJob
 from dis_serve.launch.status import GraphPhase
+from dis_serve.placements.hosts.handle import HostsHandle
+from dis_serve.placements.local.handle import LocalHandle
+from dis_serve.placements.registry import handle_for, handle_for_run
+from dis_serve.placements.reports import ObservedGraph, StartOptions, StatusVerdict
+from dis_serve.placements.slurm.handle import SlurmHandle
+from dis_serve.placements.slurm.queue import SlurmJob
 from dis_serve.topology import PlacementKind, Topology
 from dis_serve.yaml_input import load_model_file
 

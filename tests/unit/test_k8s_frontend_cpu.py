@@ -9,7 +9,7 @@ import math
 import yaml
 
 from conftest import GRAPHS, REPO
-from dis_serve.render import k8s_pod
+from dis_serve.placements.kubernetes import pod as k8s_pod
 from dis_serve.topology import Topology
 
 DISAGG_70B = yaml.safe_load((GRAPHS / "llama70b-h100-disagg.yaml").read_text())

@@ -7,8 +7,12 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, validate_manifest, validate_pod_template
-from dis_serve.render.k8s import config_map_name, operator_notes, render_manifests
-from dis_serve.render.target_files import dump_manifests
+from dis_serve.placements.kubernetes.dump import dump_manifests
+from dis_serve.placements.kubernetes.manifests import (
+    config_map_name,
+    operator_notes,
+    render_manifests,
+)
 from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
@@ -308,7 +312,10 @@ def test_a_malformed_kubernetes_quantity_is_refused_with_an_example():
 
 
 def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
-    from dis_serve.render.k8s import ROUTER_POLICY_MOUNT, router_policy_map_name
+    from dis_serve.placements.kubernetes.manifests import (
+        ROUTER_POLICY_MOUNT,
+        router_policy_map_name,
+    )
 
     topo = load_model_file(Topology, GRAPHS / "demo.yaml")
     topo = topo.model_copy(update={"router": topo.router.model_copy(

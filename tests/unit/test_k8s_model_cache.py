@@ -7,7 +7,7 @@ import shlex
 import yaml
 
 from conftest import GRAPHS, validate_manifest, validate_pod_template
-from dis_serve.render import model_cache
+from dis_serve.placements.kubernetes import model_cache
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -25,7 +25,7 @@ def _topology(graph=DISAGG_70B, model=None, **kubernetes) -> Topology:
 
 
 def _frontend(topo: Topology) -> dict:
-    from dis_serve.render.k8s import render_dgd
+    from dis_serve.placements.kubernetes.manifests import render_dgd
 
     return next(c for c in render_dgd(topo)["spec"]["components"] if c["type"] == "frontend")
 

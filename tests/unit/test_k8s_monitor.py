@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
-from dis_serve.render.k8s import render_dgd
-from dis_serve.render.k8s_monitor import render_pod_monitors
-from dis_serve.render.k8s_network import GRAPH_LABEL, TYPE_LABEL
-from dis_serve.render.target_files import Target, render_files
+from dis_serve.placements.files import Target, render_files
+from dis_serve.placements.kubernetes.manifests import render_dgd
+from dis_serve.placements.kubernetes.monitor import render_pod_monitors
+from dis_serve.placements.kubernetes.network import GRAPH_LABEL, TYPE_LABEL
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

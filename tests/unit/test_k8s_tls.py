@@ -13,8 +13,12 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, validate_custom_resource, validate_pod_template
-from dis_serve.render.k8s import apply_prerequisites, operator_notes, render_manifests
-from dis_serve.render.target_files import dump_manifests
+from dis_serve.placements.kubernetes.dump import dump_manifests
+from dis_serve.placements.kubernetes.manifests import (
+    apply_prerequisites,
+    operator_notes,
+    render_manifests,
+)
 from dis_serve.topology import Topology
 
 EXAMPLES = sorted(p.name for p in GRAPHS.glob("*.yaml"))

@@ -7,10 +7,10 @@ import os
 import pytest
 
 from conftest import GRAPHS
-from dis_serve.launch.handle import RegistrationsView
 from dis_serve.launch.process import create_time
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
+from dis_serve.placements.reports import RegistrationsView
 
 
 @pytest.fixture(autouse=True)
@@ -115,7 +115,7 @@ def test_help_lists_the_launch_commands(run_cli):
 @pytest.fixture
 def no_router_view(monkeypatch):
     """A live graph's `status` also asks etcd for the router's view: none runs here."""
-    monkeypatch.setattr("dis_serve.launch.local_handle.LocalHandle.registrations",
+    monkeypatch.setattr("dis_serve.placements.local.handle.LocalHandle.registrations",
                         lambda self: RegistrationsView(unavailable="no etcd in this test"))
 
 

@@ -10,10 +10,10 @@ import shlex
 
 from conftest import GRAPHS
 from dis_serve.engines.trtllm import WORKER_ENV as NVIDIA_WORKER_ENV
-from dis_serve.render.hosts import render_hosts_files
+from dis_serve.placements.hosts.scripts import render_hosts_files
+from dis_serve.placements.slurm.sbatch import render_sbatch_script, render_slurm_plan
 from dis_serve.render.launch_plan import ProcessSpec
 from dis_serve.render.shell_words import word
-from dis_serve.render.slurm import render_sbatch_script, render_slurm_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

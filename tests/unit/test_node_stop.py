@@ -16,7 +16,8 @@ from dis_serve.launch.status import (
     ProcessStatus,
 )
 from dis_serve.launch.supervisor import Supervisor
-from dis_serve.render.slurm import ADDRESSES_FILE, render_slurm_plan
+from dis_serve.placements.slurm.sbatch import render_slurm_plan
+from dis_serve.render.run_layout import ADDRESSES_FILE
 from dis_serve.topology import ProcessKind, Topology
 from dis_serve.yaml_input import load_model_file
 

@@ -20,8 +20,8 @@ from dis_serve.observe.cluster_targets import (
     node_targets,
     render_cluster_observability,
 )
-from dis_serve.render.hosts import render_hosts_plan
-from dis_serve.render.slurm import render_slurm_plan
+from dis_serve.placements.hosts.scripts import render_hosts_plan
+from dis_serve.placements.slurm.sbatch import render_slurm_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

@@ -29,7 +29,8 @@ from dis_serve.observe.frame import (
     build_frame,
 )
 from dis_serve.observe.prom_window import increase, parse_page, quantile
-from dis_serve.observe.scrape import layout_from_run, layout_from_url
+from dis_serve.observe.scrape import layout_from_url
+from dis_serve.placements.lookup import layout_from_run
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import PoolRole, Topology
 from relocate import relocated_demo

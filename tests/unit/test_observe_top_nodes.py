@@ -1,4 +1,4 @@
-"""`dis-serve top` on a graph spread over nodes (observe/cluster_layout.py): it finds every
+"""`dis-serve top` on a graph spread over nodes (placements/cluster/layout.py): it finds every
 worker at the address its node's agent resolved, the frontend at the head's endpoint with the
 graph's client files, and puts the node in each process's row; a hung node is not scraped
 and shows as gone, a node whose agent has not started has workers without an address. The
@@ -23,9 +23,9 @@ from dis_serve.launch.rundir import PRIVATE_FILE, RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from dis_serve.observe.frame import GraphScrape, build_frame
 from dis_serve.observe.prom_window import parse_page
-from dis_serve.observe.scrape import layout_from_run
-from dis_serve.render.cluster_plan import CLUSTER_PLAN_FILE
-from dis_serve.render.slurm import ADDRESSES_FILE, ENDPOINT_FILE, render_slurm_plan
+from dis_serve.placements.lookup import layout_from_run
+from dis_serve.placements.slurm.sbatch import render_slurm_plan
+from dis_serve.render.run_layout import ADDRESSES_FILE, CLUSTER_PLAN_FILE, ENDPOINT_FILE
 from dis_serve.topology import PoolRole, Topology
 from dis_serve.yaml_input import load_model_file
 

@@ -9,8 +9,8 @@ import yaml
 from pydantic import ValidationError
 
 from conftest import GRAPHS
-from dis_serve.placement import kv_transfer_mib, node_layout, placement_warnings
 from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan
+from dis_serve.render.node_layout import kv_transfer_mib, node_layout, placement_warnings
 from dis_serve.topology import PlacementKind, Topology
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())

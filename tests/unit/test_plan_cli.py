@@ -73,7 +73,7 @@ def test_plan_json_reads_back_as_the_outcome_the_command_printed(run_cli, tmp_pa
     assert result.exit_code == 0, result.stderr
     outcome = PlanOutcome.model_validate_json((tmp_path / "plan.json").read_text())
     assert f"{outcome.plan.gpus} GPUs, {outcome.plan.requests_per_s:.2f} req/s" in result.stdout
-    assert outcome.verdict in result.stdout
+    assert outcome.verdict.sentence in result.stdout
 
 
 @pytest.fixture(scope="module")

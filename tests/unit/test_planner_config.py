@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
-from dis_serve.render.k8s_planner import planner_component
+from dis_serve.placements.kubernetes.planner import planner_component
 from dis_serve.render.planner_config import planner_config
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file

@@ -6,6 +6,8 @@ import copy
 import re
 
 from conftest import GRAPHS
+from dis_serve.placements.hosts.scripts import render_hosts_files
+from dis_serve.placements.slurm.sbatch import render_sbatch_script, render_slurm_plan
 from dis_serve.render.cluster_plan import (
     DATA_DIR_VAR,
     ClusterContext,
@@ -13,9 +15,7 @@ from dis_serve.render.cluster_plan import (
     render_cluster_plan,
     resolved_launch_plan,
 )
-from dis_serve.render.hosts import render_hosts_files
 from dis_serve.render.shell_words import runtime, word
-from dis_serve.render.slurm import render_sbatch_script, render_slurm_plan
 from dis_serve.topology import ProcessKind, Topology
 from dis_serve.yaml_input import load_model_file
 
@@ -66,7 +66,7 @@ def test_the_sbatch_script_starts_one_agent_per_node_and_no_process_itself():
     script = render_sbatch_script(DISAGG_70B)
     agents = _lines(script, " -m dis_serve agent ")
     assert len(agents) == 6 and all("--overlap" in line for line in agents)
-    # Only comments name the worker lines the agents run (render/mpi_launch.py).
+    # Only comments name the worker lines the agents run (placements/slurm/mpi_launch.py).
     commands = [line for line in script.splitlines() if not line.startswith("#")]
     assert not _lines("\n".join(commands), "dynamo.") and not _lines(script, "etcd --")
     assert "wait -n" not in script and "curl" not in script

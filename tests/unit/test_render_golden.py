@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GRAPHS, REPO
-from dis_serve.render.target_files import Target, render_files
+from dis_serve.placements.files import Target, render_files
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import GRAPHS
+from dis_serve.placements.files import Target, render_files
 from dis_serve.render.cluster_plan import ClusterPlan
-from dis_serve.render.target_files import Target, render_files
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
 

@@ -15,8 +15,8 @@ from dis_serve.errors import PreflightError
 from dis_serve.launch import port_claims
 from dis_serve.launch.port_claims import claim_ports
 from dis_serve.launch.run_lock import RunLock, lock_holder
-from dis_serve.launch.run_lookup import find_run, is_active
 from dis_serve.launch.rundir import RunDir
+from dis_serve.placements.lookup import find_run, is_active
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
@@ -116,8 +116,8 @@ def test_a_graph_may_claim_its_own_ports_again(tmp_path):
 
 
 def test_status_of_a_graph_still_preparing_says_it_is_starting(tmp_path):
-    from dis_serve.launch.local_handle import LocalHandle
     from dis_serve.launch.status import GraphPhase
+    from dis_serve.placements.local.handle import LocalHandle
 
     run = RunDir.for_graph("gr", tmp_path)
     held = RunLock.acquire(run)

@@ -14,8 +14,8 @@ import yaml
 from pydantic import ValidationError
 
 from conftest import GRAPHS
-from dis_serve.render.hosts import render_hosts_files
-from dis_serve.render.slurm import render_sbatch_script
+from dis_serve.placements.hosts.scripts import render_hosts_files
+from dis_serve.placements.slurm.sbatch import render_sbatch_script
 from dis_serve.topology import Topology
 
 # Each payload, with {mark} replaced by a file name, runs `touch {mark}` if bash executes it.

@@ -11,8 +11,8 @@ is restarted before every point, so each point is cold and points compare fairly
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,26 @@ class BenchRun:
     result: BenchResult
     files: ReportFiles
     out_dir: Path
+    topology_digest: str
+    """The digest of the topology measured (an arm of `compare --vary` is its file's
+    topology with one key changed)."""
+    notes: tuple[str, ...] = ()
+    """What the after-bench hooks said of the run, one line each."""
+
+
+# What follows every measured run once its report is written (vLLM's `after_bench`): a side
+# effect such as the planner's ledger, and a line for the user, or None. Layers above bench
+# bind them (dis_serve/workflows), so bench knows nothing of what they do.
+AfterBench = Callable[[BenchRun], str | None]
+
+
+def reported(result: BenchResult, target: BenchTarget, out_dir: Path,
+             after_bench: Sequence[AfterBench]) -> BenchRun:
+    """The run with its report written and its hooks run, in order."""
+    run = BenchRun(result=result, files=write_report(result, out_dir), out_dir=out_dir,
+                   topology_digest=target.topology_digest)
+    notes = tuple(note for hook in after_bench if (note := hook(run)) is not None)
+    return replace(run, notes=notes)
 
 
 def default_out_dir(topology_name: str, scenario: Scenario) -> Path:
@@ -64,7 +84,8 @@ def check_trace_fits_model(topo: Topology, scenario: Scenario) -> None:
 
 def bench_running(topo: Topology, scenario: Scenario, out_dir: Path, *, url: str,
                   topology_file: Path | None, tokenizer: str | None = None,
-                  observer: SweepObserver | None = None) -> BenchRun:
+                  observer: SweepObserver | None = None,
+                  after_bench: Sequence[AfterBench] = ()) -> BenchRun:
     """Sweep a graph that is already running at `url`."""
     check_trace_fits_model(topo, scenario)
     if scenario.reset_prefix_cache:
@@ -80,14 +101,23 @@ def bench_running(topo: Topology, scenario: Scenario, out_dir: Path, *, url: str
                          tokenizer=resolve_tokenizer(topo, plan, tokenizer),
                          topology_file=topology_file)
     record_fingerprint(out_dir, "bench", {"topology": (topo, topology_file)}, scenario)
-    return _sweep_and_report(scenario, target, out_dir, observer)
+    return measure(scenario, target, out_dir, observer=observer, after_bench=after_bench)
+
+
+def measure(scenario: Scenario, target: BenchTarget, out_dir: Path, *,
+            observer: SweepObserver | None = None,
+            after_bench: Sequence[AfterBench] = ()) -> BenchRun:
+    """Sweep a target that answers (someone else started it), report, run the hooks."""
+    return reported(run_sweep(scenario, target, out_dir, observer), target, out_dir,
+                    after_bench)
 
 
 def bench_topology(topo: Topology, scenario: Scenario, out_dir: Path, *,
                    topology_file: Path | None, tokenizer: str | None = None,
                    observer: SweepObserver | None = None,
                    on_event: Callable[[str], None] | None = None,
-                   run_root: Path | None = None) -> BenchRun:
+                   run_root: Path | None = None,
+                   after_bench: Sequence[AfterBench] = ()) -> BenchRun:
     """Bring the graph up, sweep it, bring it down (whatever happens in between)."""
     check_trace_fits_model(topo, scenario)
     say = on_event or (lambda text: None)
@@ -106,7 +136,7 @@ def bench_topology(topo: Topology, scenario: Scenario, out_dir: Path, *,
     finally:
         graph.stop()
     # Plots are drawn after the graph is down: nothing left to measure, CPU back.
-    return BenchRun(result=result, files=write_report(result, out_dir), out_dir=out_dir)
+    return reported(result, target, out_dir, after_bench)
 
 
 class _OwnedGraph:
@@ -154,20 +184,15 @@ def record_fingerprint(out_dir: Path, command: str,
     write_fingerprint(out_dir, capture(command, topologies, inputs=scenario, input_files=trace))
 
 
-def _sweep_and_report(scenario: Scenario, target: BenchTarget, out_dir: Path,
-                      observer: SweepObserver | None) -> BenchRun:
-    result = run_sweep(scenario, target, out_dir, observer)
-    files = write_report(result, out_dir)
-    return BenchRun(result=result, files=files, out_dir=out_dir)
-
-
 def compare_arms(arms: list[Arm], scenario: Scenario, out_dir: Path, *, repeat: int,
                  tokenizer: str | None = None,
                  observer_for: Callable[[str], SweepObserver] | None = None,
                  on_event: Callable[[str], None] | None = None,
-                 run_root: Path | None = None) -> list[ArmRuns]:
+                 run_root: Path | None = None,
+                 after_bench: Sequence[AfterBench] = ()) -> list[ArmRuns]:
     """Every arm `repeat` times, each run on a freshly started graph. Repetitions are
-    interleaved (A B A B ...) so a slow drift of the machine does not favour one arm."""
+    interleaved (A B A B ...) so a slow drift of the machine does not favour one arm. Each
+    run's hook notes go to `on_event`."""
     record_fingerprint(out_dir, "compare",
                        {arm.slug: (arm.topology, arm.topology_file) for arm in arms}, scenario)
     runs: dict[str, list[BenchRun]] = {arm.slug: [] for arm in arms}
@@ -175,10 +200,13 @@ def compare_arms(arms: list[Arm], scenario: Scenario, out_dir: Path, *, repeat: 
         for arm in arms:
             where = out_dir / arm.slug / (f"rep-{rep}" if repeat > 1 else "")
             tag = f"{arm.label}" + (f" #{rep}" if repeat > 1 else "") + ": "
-            runs[arm.slug].append(bench_topology(
+            run = bench_topology(
                 arm.topology, scenario, where.resolve(), topology_file=arm.topology_file,
                 tokenizer=tokenizer, observer=observer_for(tag) if observer_for else None,
-                on_event=on_event, run_root=run_root))
+                on_event=on_event, run_root=run_root, after_bench=after_bench)
+            runs[arm.slug].append(run)
+            for note in run.notes if on_event else ():
+                on_event(tag + note)
     return [ArmRuns(label=arm.label, slug=arm.slug, topology_file=str(arm.topology_file),
                     gpus=arm.topology.total_gpus, runs=[r.result for r in runs[arm.slug]],
                     run_dirs=[str(r.out_dir) for r in runs[arm.slug]])

@@ -86,25 +86,6 @@ def resolve_tokenizer(topo: Topology, plan: LaunchPlan, explicit: str | None) ->
     return topo.model.id
 
 
-def check_url(url: str) -> str:
-    """`--url` without a trailing slash; UserInputError unless it is http(s)://HOST[:PORT]."""
-    from urllib.parse import urlsplit
-
-    fix = "give the frontend's base URL, e.g. --url http://127.0.0.1:8000"
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise UserInputError(f"{url!r} is not a URL ({exc})", key="--url", fix=fix) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UserInputError(f"{url!r} is not an http(s) URL with a host", key="--url",
-                             fix=fix)
-    if port == 0 or parts.query or parts.fragment or parts.path.strip("/"):
-        raise UserInputError(f"{url!r} is not a frontend's base URL (no port 0, path, query "
-                             "or fragment)", key="--url", fix=fix)
-    return url.rstrip("/")
-
-
 def check_endpoint(url: str, model: str, *, topology_file: str | None = None,
                    timeout_s: float = 5.0, tls: EndpointTls | None = None) -> None:
     """One-line errors for an endpoint that is down or does not serve `model`."""

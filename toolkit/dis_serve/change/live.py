@@ -4,8 +4,8 @@ planner's scaler)."""
 
 from __future__ import annotations
 
-from ..launch.run_lookup import find_run
 from ..launch.rundir import RunDir
+from ..placements.lookup import find_run
 from .executor import LiveGraph
 
 

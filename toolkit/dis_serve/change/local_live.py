@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..launch.rundir import RunDir
-from ..placement import WorkerSlot
 from ..probes import http_client, router_view
 from ..render.launch_plan import ProcessSpec, render_launch_plan
+from ..render.node_layout import WorkerSlot
 from ..topology import Topology
 from .executor import LiveLook, LiveState, ProcessLook
 

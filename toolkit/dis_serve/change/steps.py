@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UserInputError
-from ..placement import WorkerSlot
+from ..render.node_layout import WorkerSlot
 from ..topology import PoolRole, Topology
 
 

@@ -1,7 +1,7 @@
 """Faults on a schedule, and a record of what the graph's handle reported meanwhile.
 
 Signals go to a process's group (each child of a supervisor leads its own), so a process
-and whatever it spawned are hit together, as a crash or a hang would hit them (node_faults.py
+and whatever it spawned are hit together, as a crash or a hang would hit them (launch/faults.py
 sends them). Times are wall clock nanoseconds (`time.time_ns`), the clock AIPerf stamps its
 requests with.
 """
@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..launch.observed import ObservedGraph
 from ..launch.status import GraphPhase
+from ..placements.reports import ObservedGraph
 from .scenario import Fault
 
 
@@ -40,8 +40,8 @@ class Sample:
 
 class FaultInjector:
     """Applies the faults from a thread, each `fault.at_s` after `start()`, through
-    `strike` (graph_faults.fault_graph: signals from here for a local graph, on the node for
-    Slurm and hosts), which returns once the fault is over (after a pause's SIGCONT); each
+    `strike` (the graph handle's `fault`: signals from here for a local graph, on the node
+    for Slurm and hosts), which returns once the fault is over (after a pause's SIGCONT); each
     fault strikes from a thread of its own, so a pause does not hold up the next fault.
     `pid_of` records which pid a process fault hit."""
 

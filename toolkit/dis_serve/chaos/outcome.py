@@ -17,8 +17,15 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..bench.requests import RequestRecord
+from ..errors import DisServeError
 from .inject import Injection, Sample
 from .scenario import ChaosScenario, Fault
+
+
+class ChaosLimitExceeded(DisServeError):
+    """A chaos run went past a limit of its scenario. Exit code 1."""
+
+    exit_code = 1
 
 
 class FaultReport(BaseModel):
@@ -54,10 +61,17 @@ class ChaosOutcome(BaseModel):
     degraded_s: float = Field(description="Seconds covered by recovery windows.")
     error_kinds: dict[str, int]
     violations: list[str] = Field(description="Each limit exceeded, in words; empty: passed.")
+    files: dict[str, str] = Field(default_factory=dict,
+                                  description="What the run wrote, by what it is.")
 
     @property
     def passed(self) -> bool:
         return not self.violations
+
+    def enforce(self) -> None:
+        """The gate: ChaosLimitExceeded naming every limit the run went past."""
+        if not self.passed:
+            raise ChaosLimitExceeded(f"{self.scenario}: " + "; ".join(self.violations))
 
 
 def _good(record: RequestRecord, scenario: ChaosScenario, expected: int) -> bool:

@@ -2,37 +2,46 @@
 the workload fault-free, run it again while faults hit the graph on schedule (a process, a
 process on a named node, a whole node), measure, stop the graph, write chaos.json.
 
+The fault-free run is a bench of the graph (bench/runner): its own report under fault-free/,
+and the after-bench hooks every measured run gets (the planner's ledger, for a planned
+graph). The run with faults is no measurement of the graph's speed and gets neither.
+
 Faults are timed from AIPerf's "profiling started" announcement (AIPerf itself takes
 seconds to start), so `at_s` means seconds into the measured load.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..bench.aiperf_run import AiperfTarget, build_argv, failure_message, run_aiperf
 from ..bench.requests import RECORDS_FILE, RequestRecord, read_records
-from ..bench.sweep import sweep_lock
+from ..bench.runner import AfterBench, BenchRun, measure
+from ..bench.sweep import artifact_dir, sweep_lock
 from ..bench.target import BenchTarget, make_target, plan_of
 from ..errors import RunError, UserInputError
 from ..topology import Topology
 from .inject import FaultInjector, StatusSampler
 from .outcome import ChaosOutcome, analyse, recovery_ns
+from .request import ChaosRequest
 from .scenario import ChaosScenario
 
 if TYPE_CHECKING:
-    from ..launch.handle import GraphHandle, ObservedGraph
+    from ..placements.base import GraphHandle
+    from ..placements.reports import ObservedGraph
 
 OUTCOME_FILE = "chaos.json"
+FAULT_FREE_DIR = "fault-free"
 
 
 def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -> None:
     """Every fault names a process the graph has, and a node it has (before anything
     starts)."""
-    from ..placement import node_layout
+    from ..render.node_layout import node_layout
 
     names = [p.name for p in plan_of(topo).processes]
     nodes = [n.name for n in node_layout(topo)] if topo.placement.kind.multi_node else []
@@ -48,13 +57,35 @@ def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -
                                  else "this graph runs on one machine: drop node")
 
 
-def run_chaos(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
-              topology_file: Path | None = None, run_root: Path | None = None,
+def run_chaos(request: ChaosRequest, *, after_bench: Sequence[AfterBench] = (),
+              run_root: Path | None = None,
               on_event: Callable[[str], None] | None = None) -> ChaosOutcome:
+    """The request's scenario against its topology (the demo graph by default), into its
+    `out` (default .dis-serve/chaos/<topology>-<scenario>); every fault's target is checked
+    before anything starts."""
+    from ..builtin import DEMO_TOPOLOGY
+    from ..launch.rundir import default_root
+    from ..yaml_input import load_model_file
+    from .scenario import load_chaos_scenario
+
+    scenario = load_chaos_scenario(request.scenario)
+    topology_file = request.topology or DEMO_TOPOLOGY
+    topo = load_model_file(Topology, topology_file)
+    check_targets(topo, scenario, str(request.scenario))
+    out_dir = (request.out or default_root() / "chaos" / f"{topo.name}-{scenario.name}")
+    return chaos_graph(topo, scenario, out_dir.resolve(), topology_file=topology_file,
+                       run_root=run_root, on_event=on_event, after_bench=after_bench)
+
+
+def chaos_graph(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
+                topology_file: Path | None = None, run_root: Path | None = None,
+                on_event: Callable[[str], None] | None = None,
+                after_bench: Sequence[AfterBench] = ()) -> ChaosOutcome:
     """On any placement: the graph's handle starts, watches and stops it; faults reach
-    its processes where they run (graph_faults.py)."""
+    its processes where they run (the handle's `fault`)."""
     from ..evidence.fingerprint import capture, write_fingerprint
-    from ..launch.handle import StartOptions, handle_for
+    from ..placements.registry import handle_for
+    from ..placements.reports import StartOptions
 
     say = on_event or (lambda _text: None)
     with sweep_lock(out_dir):
@@ -65,44 +96,49 @@ def run_chaos(topo: Topology, scenario: ChaosScenario, out_dir: Path, *,
         handle.start(StartOptions())
         try:
             observed = handle.wait_ready()
+            target = _target(topo, handle, observed, topology_file)
             records, reference, injector, sampler = _measure(
-                handle, scenario, out_dir, _target(topo, handle, observed, topology_file), say)
+                handle, scenario, out_dir, target, say, after_bench)
         finally:
             say(f"stopping graph {topo.name}")
             handle.stop()
     if injector.errors:
         raise RunError("faults that could not be applied: " + "; ".join(injector.errors))
-    outcome = analyse(scenario, topo.name, records, reference, injector.injections,
-                      sampler.samples)
+    files = {"results": str(out_dir / OUTCOME_FILE)}
+    if reference is not None:
+        files["fault-free report"] = str(reference.files.markdown)
+    outcome = analyse(scenario, topo.name, records,
+                      None if reference is None else _records_of(reference, scenario),
+                      injector.injections, sampler.samples).model_copy(update={"files": files})
     (out_dir / OUTCOME_FILE).write_text(outcome.model_dump_json(indent=2), encoding="utf-8")
     return outcome
 
 
 def _target(topo: Topology, handle: GraphHandle, observed: ObservedGraph,
             topology_file: Path | None) -> BenchTarget:
-    from ..launch.run_lookup import resolved_plan
-
-    plan = resolved_plan(handle.run)
+    plan = handle.resolved_plan()
     return make_target(topo, url=observed.endpoint or plan.endpoint, plan=plan,
                        tokenizer=plan.model_path, topology_file=topology_file)
 
 
 def _measure(handle: GraphHandle, scenario: ChaosScenario, out_dir: Path, target: BenchTarget,
-             say: Callable[[str], None]):
+             say: Callable[[str], None], after_bench: Sequence[AfterBench]):
     """The fault-free run (if asked), then the run with faults, sampling the status."""
-    from .graph_faults import fault_graph
+    from ..launch.faults import FaultOrder
 
     reference = None
     if scenario.reference_run:
         say("fault-free run")
-        reference = _run_load(scenario, target, out_dir / "fault-free")
+        reference = _fault_free(scenario, target, out_dir / FAULT_FREE_DIR, after_bench)
+        for note in reference.notes:
+            say(note)
     say("run with faults: " + ", ".join(
         f"{f.action.value} {f.target} at {f.at_s:g} s" for f in scenario.faults_in_order))
     sampler = StatusSampler(handle.status)
     injector = FaultInjector(
         scenario.faults, lambda name: _pid_of(handle, name),
-        lambda f: fault_graph(handle.run, node=f.node, process=f.process, action=f.action,
-                              duration_s=f.duration_s, say=lambda _text: None))
+        lambda f: handle.fault(FaultOrder(action=f.action, process=f.process, node=f.node,
+                                            duration_s=f.duration_s), lambda _text: None))
     sampler.start()
     try:
         records = _run_load(scenario, target, out_dir / "faults", on_profiling=injector.start)
@@ -112,6 +148,19 @@ def _measure(handle: GraphHandle, scenario: ChaosScenario, out_dir: Path, target
         injector.stop()
         sampler.stop()
     return records, reference, injector, sampler
+
+
+def _fault_free(scenario: ChaosScenario, target: BenchTarget, out_dir: Path,
+                after_bench: Sequence[AfterBench]) -> BenchRun:
+    """The workload as a bench of the graph just started: measured afresh, never a point an
+    earlier run into the same directory left."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return measure(scenario.workload, target, out_dir, after_bench=after_bench)
+
+
+def _records_of(reference: BenchRun, scenario: ChaosScenario) -> list[RequestRecord]:
+    point = scenario.workload.points()[0]
+    return read_records(artifact_dir(reference.out_dir, point) / RECORDS_FILE)
 
 
 def _pid_of(handle: GraphHandle, name: str) -> int | None:

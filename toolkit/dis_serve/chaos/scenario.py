@@ -3,34 +3,17 @@ graph must stay within while they happen (what CI gates on)."""
 
 from __future__ import annotations
 
-import signal
-from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..bench.scenario import Scenario
+from ..launch.faults import FaultAction
 from ..topology import is_valid_name
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-
-
-class FaultAction(StrEnum):
-    KILL = "kill"      # SIGKILL to the process's group: a crash
-    TERM = "term"      # SIGTERM: a clean exit of a process that should run forever
-    PAUSE = "pause"    # SIGSTOP for duration_s, then SIGCONT: a hung process
-
-    @property
-    def signal(self) -> signal.Signals:
-        return {FaultAction.KILL: signal.SIGKILL, FaultAction.TERM: signal.SIGTERM,
-                FaultAction.PAUSE: signal.SIGSTOP}[self]
-
-    @property
-    def replaces_process(self) -> bool:
-        """Recovery from this fault means a new process (a pause may heal in place)."""
-        return self is not FaultAction.PAUSE
 
 
 class Fault(_Strict):

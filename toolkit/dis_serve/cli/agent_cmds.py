@@ -21,7 +21,7 @@ def agent(
     """Run and supervise this node's processes until SIGTERM (exit 0) or failure (exit 1)."""
     from ..errors import UserInputError
     from ..launch.agent import run_agent
-    from ..render.cluster_plan import CLUSTER_PLAN_FILE
+    from ..render.run_layout import CLUSTER_PLAN_FILE
 
     if not (run_dir / CLUSTER_PLAN_FILE).is_file():
         raise UserInputError(f"{run_dir} has no {CLUSTER_PLAN_FILE}", key="RUN_DIR",
@@ -40,13 +40,11 @@ def inflict(
 ) -> None:
     """On the node itself (`dis-serve fault` starts it there): apply a fault to the pids its
     agent recorded in state-<node>.json."""
-    from ..chaos.node_faults import apply_fault
-    from ..chaos.scenario import FaultAction
     from ..errors import UserInputError
-    from ..launch.cluster_view import read_node_state
-    from ..launch.rundir import RunDir
+    from ..launch.agent import NodeRunDir
+    from ..launch.faults import FaultAction, apply_fault
 
-    state = read_node_state(RunDir(run_dir), node)
+    state = NodeRunDir(run_dir, node).read_state()
     if state is None:
         raise UserInputError(f"{run_dir} has no readable state-{node}.json", key="--node",
                              fix="is this node's agent running?")

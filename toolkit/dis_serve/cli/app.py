@@ -8,19 +8,21 @@ in a KeyboardInterrupt traceback instead of one line and exit code 130.
 from __future__ import annotations
 
 import gc
-import inspect
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .options import help_paragraphs
+
+__all__ = ["build_app", "help_paragraphs", "main"]
+
 EXIT_INTERRUPTED = 130
 PRIVATE_UMASK = 0o077
 
 
-def build_app():  # -> typer.Typer
-    import typer
-
+def command_groups() -> tuple:
+    """The command modules, in the order `--help` lists their commands."""
     from . import (
         agent_cmds,
         bench_cmds,
@@ -32,6 +34,20 @@ def build_app():  # -> typer.Typer
         plan_cmds,
         topology_cmds,
     )
+
+    return (topology_cmds, launch_cmds, change_cmds, agent_cmds, doctor_cmds, bench_cmds,
+            chaos_cmds, plan_cmds, observe_cmds)
+
+
+def command_table() -> list:  # -> list[inputs.options.Command]
+    """Every command whose options come from request models, as `--help` lists them."""
+    return [command for group in command_groups() for command in getattr(group, "COMMANDS", ())]
+
+
+def build_app():  # -> typer.Typer
+    import typer
+
+    from .options import add_command
 
     app = typer.Typer(
         name="dis-serve",
@@ -51,22 +67,26 @@ def build_app():  # -> typer.Typer
         # prompts, state holds pids. One umask here instead of a mode at every open.
         os.umask(PRIVATE_UMASK)
 
-    for group in (topology_cmds, launch_cmds, change_cmds, agent_cmds, doctor_cmds, bench_cmds,
-                  chaos_cmds, plan_cmds, observe_cmds):
-        group.register(app)
+    # The command table: a group lists its commands in COMMANDS (options from request
+    # models) or adds them itself.
+    for group in command_groups():
+        for command in getattr(group, "COMMANDS", ()):
+            add_command(app, command)
+        if hasattr(group, "register"):
+            group.register(app)
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:
             command.help = help_paragraphs(command.callback.__doc__ or "")
     return app
 
 
-def help_paragraphs(docstring: str) -> str:
-    """A command's docstring as `--help` text: its paragraphs with the source's line breaks
-    undone. Typer's Rich help keeps single newlines as they are (and the command list shows
-    them verbatim), so a docstring wrapped at 100 columns in the source would break lines
-    mid-sentence at any other width; Rich rewraps each paragraph to the terminal instead."""
-    return "\n\n".join(" ".join(paragraph.split())
-                        for paragraph in inspect.cleandoc(docstring).split("\n\n"))
+def usage_line(exc: Exception) -> str:
+    """A click error as one line: the command, what is wrong, where the options are listed."""
+    message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None:
+        return message
+    return f"{ctx.command_path}: {message} (fix: `{ctx.command_path} --help` lists its options)"
 
 
 def _err_console():
@@ -113,7 +133,7 @@ def _run(debug: bool) -> int:
     try:
         with _long_lived_heap():
             app = build_app()
-        code = app(standalone_mode=False)
+        code = app(prog_name="dis-serve", standalone_mode=False)
     except DisServeError as exc:
         if debug:
             raise
@@ -122,13 +142,16 @@ def _run(debug: bool) -> int:
         _err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_code
     except Exception as exc:
-        # Usage errors (a bad option value) come from click or from the copy of click Typer
-        # 0.29 vendors; both know how to show themselves and which exit code they mean.
+        # Usage errors (an unknown option, a missing argument) come from click or from the
+        # copy of click Typer 0.29 vendors; both know their message and exit code. Shown as
+        # one line like every other bad input, not as click's usage block.
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "show") and isinstance(exit_code, int):
             if type(exc).__name__ == "Abort":
                 return EXIT_INTERRUPTED
-            exc.show()
+            from rich.markup import escape
+
+            _err_console().print(f"[bold red]error:[/] {escape(usage_line(exc))}")
             return exit_code
         raise
     # Without standalone mode Typer returns the code of a `typer.Exit` (130 for a Ctrl-C)

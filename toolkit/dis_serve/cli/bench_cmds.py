@@ -3,44 +3,59 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.console import Console
 
-from ..errors import UserInputError
+from ..inputs.options import Command
 from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
     from ..bench.metrics import BenchResult, PointResult
+    from ..bench.request import BenchRequest, CompareRequest
     from ..bench.scenario import SweepPoint
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
-ScenarioOpt = Annotated[Path, typer.Option(
-    "--scenario", help="Scenario YAML (benchmarks/smoke.yaml, chat.yaml, long-prompt.yaml).")]
-OutOpt = Annotated[Path | None, typer.Option(
-    "--out", help="Output directory; rerunning into the same one resumes the sweep "
-                  "(default .dis-serve/bench/<topology>-<scenario>).")]
-TokenizerOpt = Annotated[str | None, typer.Option(
-    "--tokenizer", help="Tokenizer AIPerf counts tokens with (default: the graph's model "
-                        "directory or id).")]
+
+class _Display:
+    """The progress bars, shown from the first point on: a run refused before it measures
+    anything prints nothing but its error."""
+
+    def __init__(self) -> None:
+        self.shown: Progress | None = None
+
+    @property
+    def progress(self) -> Progress:
+        if self.shown is None:
+            self.shown = _progress()
+            self.shown.start()
+        return self.shown
+
+    def __enter__(self) -> _Display:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.shown is not None:
+            self.shown.stop()
 
 
 class _RichObserver:
     """One progress bar per sweep point: requests finished (or seconds of load) and the phase
     AIPerf is in."""
 
-    def __init__(self, progress: Progress, prefix: str = "") -> None:
-        self.progress = progress
+    def __init__(self, display: _Display, prefix: str = "") -> None:
+        self.display = display
         self.prefix = prefix
         self.tasks: dict[SweepPoint, int] = {}
         self.by_time: set[SweepPoint] = set()
         self.profiling_since: dict[SweepPoint, float] = {}
+
+    @property
+    def progress(self) -> Progress:
+        return self.display.progress
 
     def _task(self, point: SweepPoint, total: float | None) -> int:
         task = self.progress.add_task(self.prefix + point.label, total=total,
@@ -147,149 +162,47 @@ def _cache_line(result: BenchResult) -> str:
     return "prefix cache at each point's start: " + ", ".join(parts)
 
 
-def _load_topology(path: Path | None):
-    from ..builtin import DEMO_TOPOLOGY
-    from ..topology import Topology
-    from ..yaml_input import load_model_file
-
-    chosen = path or DEMO_TOPOLOGY
-    return load_model_file(Topology, chosen), chosen
-
-
-def _check_bench_options(topology: Path | None, topology_opt: Path | None,
-                         baseline: Path | None, max_regression: float | None,
-                         url: str | None) -> str | None:
-    """One-line errors for options that do not fit together; the normalized --url."""
-    from ..bench.target import check_url
-
-    if (baseline is None) != (max_regression is None):
-        raise UserInputError("--baseline and --max-regression go together",
-                             key="--baseline" if baseline is None else "--max-regression",
-                             fix="give both, e.g. --baseline B.json --max-regression 20")
-    if max_regression is not None and max_regression < 0:
-        raise UserInputError(f"{max_regression:g} is negative", key="--max-regression",
-                             fix="give the allowed regression in percent, e.g. 20")
-    if topology is not None and topology_opt is not None and topology != topology_opt:
-        raise UserInputError(f"two topologies given ({topology} and --topology {topology_opt})",
-                             key="--topology", fix="give one")
-    return check_url(url) if url is not None else None
-
-
-def bench(
-    topology: Annotated[Path | None, typer.Argument(
-        help="Topology to bring up, benchmark and stop (default: the demo graph).")] = None,
-    scenario: ScenarioOpt = ...,
-    url: Annotated[str | None, typer.Option(
-        "--url", help="Benchmark the graph already running at this URL instead.")] = None,
-    topology_opt: Annotated[Path | None, typer.Option(
-        "--topology", help="The topology that graph runs: GPU count, model, metrics ports "
-                           "(default: the demo graph).")] = None,
-    out: OutOpt = None,
-    baseline: Annotated[Path | None, typer.Option(
-        "--baseline", help="Gate: a results.json to compare against "
-                           "(benchmarks/baselines/).")] = None,
-    max_regression: Annotated[float | None, typer.Option(
-        "--max-regression",
-        help="Gate: fail (exit 1) when a metric is this many percent worse.")] = None,
-    write_baseline: Annotated[Path | None, typer.Option(
-        "--write-baseline", help="Also save the results as a baseline file.")] = None,
-    tokenizer: TokenizerOpt = None,
-) -> None:
+def bench(request: BenchRequest) -> None:
     """Sweep a graph with AIPerf: report (JSON, CSV, Markdown, plots) and optional CI gate."""
-    from ..bench.gate import check_compatible, enforce, evaluate, load_baseline
-    from ..bench.runner import bench_running, bench_topology, default_out_dir
-    from ..bench.scenario import load_scenario
+    from ..workflows import run_bench
 
     interrupt_on_termination()  # SIGTERM stops AIPerf's tree and the graph, like Ctrl-C
-    url = _check_bench_options(topology, topology_opt, baseline, max_regression, url)
-    spec = load_scenario(scenario)
-    base = load_baseline(baseline) if baseline is not None else None
-    topo, topo_path = _load_topology(topology or topology_opt)
-    if base is not None:  # before the first point runs, not after the sweep
-        check_compatible(base, spec, topo.name, baseline_source=str(baseline))
-    out_dir = (out or default_out_dir(topo.name, spec)).resolve()
-    with _progress() as progress:
-        observer = _RichObserver(progress)
-        if url is not None:
-            run = bench_running(topo, spec, out_dir, url=url, topology_file=topo_path,
-                                tokenizer=tokenizer, observer=observer)
-        else:
-            run = bench_topology(topo, spec, out_dir, topology_file=topo_path,
-                                 tokenizer=tokenizer, observer=observer,
-                                 on_event=lambda text: progress.console.print(text))
-    _print_run(run, f"{spec.name} on {topo.name} ({run.result.gpus} GPUs)")
-    if write_baseline is not None:
-        write_baseline.parent.mkdir(parents=True, exist_ok=True)
-        write_baseline.write_text(run.result.model_dump_json(indent=2), encoding="utf-8")
-        console.print(f"baseline written: {write_baseline}", markup=False)
-    if base is not None and baseline is not None and max_regression is not None:
-        verdict = evaluate(run.result, base, max_regression, baseline_source=str(baseline))
-        enforce(verdict, str(baseline))
-        console.print(f"gate passed: {len(verdict.checks)} checks within {max_regression:g}% "
-                      f"of {baseline}", markup=False)
-    else:
-        console.print(f"next: dis-serve compare graphs/agg-mocker.yaml {topo_path} "
-                      f"--scenario {scenario}", markup=False)
-
-
-def _print_run(run, title: str) -> None:
-    """The summary, then exit 1 on an invalid run: it never becomes a baseline nor is gated.
-    For a graph `plan --emit` wrote, the report gets the plan-vs-measurement section and the
-    ledger the run's valid points."""
-    from ..bench.validity import enforce_valid
-    from ..plan.ledger import ledger_path
-    from ..plan.vs_measured import after_bench
-
-    recorded = after_bench(run.result, run.files.markdown)
-    console.print(_summary_table(run.result, title))
-    console.print(_cache_line(run.result), markup=False)
+    with _Display() as display:
+        outcome = run_bench(request, observer=_RichObserver(display), on_event=console.print)
+    run = outcome.run
+    result = run.result
+    console.print(_summary_table(result, f"{result.scenario.name} on {result.topology} "
+                                         f"({result.gpus} GPUs)"))
+    console.print(_cache_line(result), markup=False)
     console.print(f"report: {run.files.markdown}  (plots: {run.files.pareto_png.name}, "
                   f"{run.files.latency_png.name}; data: {run.files.json.name}, "
                   f"{run.files.csv.name}; evidence: fingerprint.json)", markup=False)
-    if recorded is not None:
-        console.print(f"planned graph: {recorded} point(s) added to the ledger "
-                      f"{ledger_path()}", markup=False)
-    enforce_valid(run.result, str(run.files.markdown))
+    for note in run.notes:
+        console.print(note, markup=False)
+    if outcome.baseline_written is not None:
+        console.print(f"baseline written: {outcome.baseline_written}", markup=False)
+    outcome.enforce()  # exit 1: an invalid run, or a metric past the gate
+    if outcome.gate is not None:
+        console.print(f"gate passed: {len(outcome.gate.checks)} checks within "
+                      f"{outcome.gate.max_regression_pct:g}% of {outcome.baseline}",
+                      markup=False)
+    else:
+        console.print(f"next: dis-serve compare graphs/agg-mocker.yaml "
+                      f"{outcome.topology_file} --scenario {request.scenario}", markup=False)
 
 
-def compare(
-    a: Annotated[Path, typer.Argument(help="Topology A (e.g. graphs/agg-mocker.yaml).")],
-    b: Annotated[Path | None, typer.Argument(
-        help="Topology B (e.g. graphs/demo.yaml); leave out with --vary.")] = None,
-    scenario: ScenarioOpt = ...,
-    vary: Annotated[str | None, typer.Option(
-        "--vary", help="Arms from one topology differing in one key, e.g. "
-                       "router.mode=kv,round-robin.")] = None,
-    repeat: Annotated[int, typer.Option(
-        "--repeat", min=1, max=20, help="Runs per arm, for the run-to-run spread.")] = 1,
-    out: OutOpt = None,
-    tokenizer: TokenizerOpt = None,
-) -> None:
+def compare(request: CompareRequest) -> None:
     """Run one scenario on several arms, one after the other, and put them side by side."""
-    from ..bench.ab_report import write_compare_report
-    from ..bench.arms import file_arms, parse_vary, vary_arms
-    from ..bench.runner import compare_arms
-    from ..bench.scenario import load_scenario
-    from ..launch.rundir import default_root
+    from ..workflows import run_compare
 
     interrupt_on_termination()
-    if (vary is None) == (b is None):
-        raise UserInputError("give two topologies, or one topology and --vary",
-                             key="--vary", fix="e.g. compare graphs/agg-mocker.yaml --vary "
-                                               "router.mode=kv,round-robin")
-    spec = load_scenario(scenario)
-    arms = (vary_arms(a, *parse_vary(vary)) if vary is not None
-            else file_arms([a, b]))  # type: ignore[list-item]
-    out_dir = (out or default_root() / "compare" /
-               f"{'-vs-'.join(arm.slug for arm in arms)}-{spec.name}").resolve()
-    with _progress() as progress:
-        results = compare_arms(arms, spec, out_dir, repeat=repeat, tokenizer=tokenizer,
-                               observer_for=lambda tag: _RichObserver(progress, tag),
-                               on_event=lambda text: progress.console.print(text))
-    files = write_compare_report(results, out_dir)
-    _print_compare(results)
-    console.print(f"compare report: {files.markdown}  (plots: "
-                  + ", ".join(p.name for p in files.plots) + ")", markup=False)
+    with _Display() as display:
+        outcome = run_compare(request, observer_for=lambda tag: _RichObserver(display, tag),
+                              on_event=console.print)
+    _print_compare(outcome.arms)
+    console.print(f"compare report: {outcome.files.markdown}  (plots: "
+                  + ", ".join(p.name for p in outcome.files.plots) + ")", markup=False)
+    outcome.enforce()  # exit 1: a run measured nothing real
 
 
 def _print_compare(arms) -> None:
@@ -316,7 +229,5 @@ def _print_compare(arms) -> None:
                       f"{v.bucket} tokens: {verdict_line(v)}", markup=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app."""
-    app.command()(bench)
-    app.command()(compare)
+COMMANDS = (Command(bench, ("dis_serve.bench.request:BenchRequest",)),
+            Command(compare, ("dis_serve.bench.request:CompareRequest",)))

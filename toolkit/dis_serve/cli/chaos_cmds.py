@@ -2,60 +2,33 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.console import Console
 
-from ..errors import DisServeError
+from ..inputs.options import Command
 from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..chaos.outcome import ChaosOutcome
+    from ..chaos.request import ChaosRequest, FaultRequest
 
 console = Console(highlight=False, soft_wrap=True)
 
 
-class ChaosLimitExceeded(DisServeError):
-    """A chaos run went past a limit of its scenario. Exit code 1."""
-
-    exit_code = 1
-
-
-def chaos(
-    topology: Annotated[Path | None, typer.Argument(
-        help="Topology to bring up and hurt (default: the demo graph).")] = None,
-    scenario: Annotated[Path, typer.Option(
-        "--scenario", help="Chaos scenario YAML (benchmarks/chaos-demo.yaml).")] = ...,
-    out: Annotated[Path | None, typer.Option(
-        "--out", help="Output directory (default .dis-serve/chaos/<topology>-<scenario>).")]
-    = None,
-) -> None:
+def chaos(request: ChaosRequest) -> None:
     """Run a workload fault-free, then again while killing or pausing processes on a
     schedule; report failed requests, truncated streams, recovery times, goodput while
     degraded, and output mismatches; exit 1 past a limit of the scenario."""
-    from ..builtin import DEMO_TOPOLOGY
-    from ..chaos.runner import check_targets, run_chaos
-    from ..chaos.scenario import load_chaos_scenario
-    from ..launch.rundir import default_root
-    from ..topology import Topology
-    from ..yaml_input import load_model_file
+    from ..workflows import run_chaos
 
     interrupt_on_termination()
-    spec = load_chaos_scenario(scenario)
-    topo_path = topology or DEMO_TOPOLOGY
-    topo = load_model_file(Topology, topo_path)
-    check_targets(topo, spec, str(scenario))
-    out_dir = (out or default_root() / "chaos" / f"{topo.name}-{spec.name}").resolve()
-    outcome = run_chaos(topo, spec, out_dir, topology_file=topo_path,
-                        on_event=lambda text: console.print(text, markup=False))
+    outcome = run_chaos(request, on_event=lambda text: console.print(text, markup=False))
     console.print(_table(outcome))
-    console.print(f"results: {out_dir / 'chaos.json'}", markup=False)
-    if not outcome.passed:
-        raise ChaosLimitExceeded(f"{spec.name}: " + "; ".join(outcome.violations))
-    console.print(f"passed: every limit of {scenario} held", markup=False)
+    for what, path in outcome.files.items():
+        console.print(f"{what}: {path}", markup=False)
+    outcome.enforce()  # exit 1 past a limit
+    console.print(f"passed: every limit of {request.scenario} held", markup=False)
 
 
 def _table(outcome: ChaosOutcome):
@@ -79,46 +52,23 @@ def _table(outcome: ChaosOutcome):
     return table
 
 
-class _Action(StrEnum):  # FaultAction's values, without importing it for `--help`
-    KILL = "kill"
-    TERM = "term"
-    PAUSE = "pause"
-
-
-def fault(
-    name: Annotated[str | None, typer.Argument(
-        help="Graph name (default: the only running graph).")] = None,
-    process: Annotated[str | None, typer.Option(
-        "--process", help="The process to hit (default with --node: every process of the "
-                          "node and its agent).")] = None,
-    node: Annotated[str | None, typer.Option(
-        "--node", help="The node (as `status` names it) of a Slurm or hosts graph.")] = None,
-    action: Annotated[_Action, typer.Option(
-        "--action", help="kill: SIGKILL (a crash), term: SIGTERM, pause: SIGSTOP for "
-                         "--duration, then SIGCONT (a hung process or node).")] = _Action.KILL,
-    duration: Annotated[float | None, typer.Option(
-        "--duration", min=0.1, max=600, help="pause only: seconds it stays stopped.")] = None,
-) -> None:
+def fault(request: FaultRequest) -> None:
     """Hit a running graph now: one process (on a named node), or a whole node. Returns
     once the fault is over (after the SIGCONT of a pause)."""
-    from ..chaos.graph_faults import fault_graph
-    from ..chaos.scenario import FaultAction
-    from ..errors import UserInputError
-    from ..launch.run_lookup import find_run
+    from ..launch.faults import FaultOrder
+    from ..placements.lookup import find_run
+    from ..placements.registry import handle_for_run
 
-    chosen = FaultAction(action.value)
-    if (chosen is FaultAction.PAUSE) != (duration is not None):
-        raise UserInputError("--duration goes with --action pause and only with it",
-                             key="--duration", fix="give both, or neither")
-    run = find_run(name)
-    hit = fault_graph(run, node=node, process=process, action=chosen, duration_s=duration,
-                      say=lambda text: console.print(text, markup=False))
-    what = process or f"every process of node {hit}"
-    console.print(f"{chosen.value} {what}" + (f" on {hit}" if hit and process else "")
+    run = find_run(request.name)
+    order = FaultOrder(action=request.action, process=request.process, node=request.node,
+                       duration_s=request.duration)
+    hit = handle_for_run(run).fault(order, lambda text: console.print(text, markup=False))
+    what = request.process or f"every process of node {hit}"
+    console.print(f"{request.action.value} {what}"
+                  + (f" on {hit}" if hit and request.process else "")
                   + f" of {run.name}: done; `dis-serve status {run.name}` shows the graph",
                   markup=False)
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(chaos)
-    app.command()(fault)
+COMMANDS = (Command(chaos, ("dis_serve.chaos.request:ChaosRequest",)),
+            Command(fault, ("dis_serve.chaos.request:FaultRequest",)))

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console, Group
@@ -14,9 +14,11 @@ from rich.table import Table
 
 from ..coordination.doctor_view import cells, registrations_table, router_line
 from ..errors import PreflightError, UserInputError
+from ..inputs.options import Command
 
 if TYPE_CHECKING:
     from ..coordination.doctor import DoctorReport, DoctorTarget
+    from ..coordination.doctor_request import DoctorRequest
     from ..launch.rundir import RunDir
 
 console = Console(highlight=False, soft_wrap=True)
@@ -76,16 +78,9 @@ def render(report: DoctorReport) -> Group:
     return Group(*parts)
 
 
-def _check_url(url: str, schemes: tuple[str, ...], flag: str) -> str:
-    if not url.startswith(tuple(f"{s}://" for s in schemes)):
-        raise UserInputError(f"{url!r} is not a {'/'.join(schemes)}:// URL", key=flag,
-                             fix=f"give {schemes[0]}://HOST:PORT")
-    return url
-
-
 def _must_be_running(run: RunDir) -> None:
     """Whatever runs it (a supervisor here, a Slurm job, the agents of a hosts graph)."""
-    from ..launch.handle import handle_for_run
+    from ..placements.registry import handle_for_run
 
     observed = handle_for_run(run).status()
     if not observed.supervisor_alive or observed.phase.finished:
@@ -94,13 +89,13 @@ def _must_be_running(run: RunDir) -> None:
                                  "left on a shared etcd/NATS use --clean NS --etcd URL")
 
 
-def resolve_target(name: str | None, etcd: str | None, nats: str | None,
-                   namespace: str | None, frontend: str | None,
-                   metrics: list[str]) -> DoctorTarget:
+def resolve_target(request: DoctorRequest) -> DoctorTarget:
     """Our graph by name (or the only running one), or any deployment by its URLs."""
     from ..coordination.doctor import DoctorTarget
-    from ..launch.run_lookup import doctor_target, find_run
+    from ..placements.lookup import doctor_target, find_run
 
+    name, etcd, nats, frontend = request.name, request.etcd, request.nats, request.frontend
+    namespace = request.namespace or request.clean
     by_url = etcd is not None or namespace is not None
     if name is not None and by_url:
         raise UserInputError("a graph name and --etcd/--namespace were both given",
@@ -111,69 +106,28 @@ def resolve_target(name: str | None, etcd: str | None, nats: str | None,
         run = find_run(name, active_only=False)
         _must_be_running(run)
         target = doctor_target(run)
-        extra = [_check_url(m, ("http", "https"), "--metrics") for m in metrics]
-        return replace(target, worker_metrics=target.worker_metrics + extra)
+        return replace(target, worker_metrics=target.worker_metrics + list(request.metrics))
     if etcd is None or namespace is None:
         missing = "--etcd" if etcd is None else "--namespace"
         raise UserInputError(f"{missing} is missing", key=missing,
                              fix="--etcd http://HOST:2379 and --namespace NS go together")
     return DoctorTarget(
-        namespace=namespace, etcd_url=_check_url(etcd, ("http", "https"), "--etcd"),
-        nats_url=_check_url(nats, ("nats", "tls"), "--nats") if nats else None,
-        frontend_metrics=(_check_url(frontend, ("http", "https"), "--frontend").rstrip("/")
-                          + "/metrics") if frontend else None,
-        worker_metrics=[_check_url(m, ("http", "https"), "--metrics") for m in metrics])
+        namespace=namespace, etcd_url=etcd, nats_url=nats,
+        frontend_metrics=frontend.rstrip("/") + "/metrics" if frontend else None,
+        worker_metrics=list(request.metrics))
 
 
-def doctor(
-    name: Annotated[str | None, typer.Argument(
-        help="Graph name (default: the only running graph).")] = None,
-    etcd: Annotated[str | None, typer.Option(
-        "--etcd", help="etcd client URL of any Dynamo deployment (with --namespace).")] = None,
-    nats: Annotated[str | None, typer.Option("--nats", help="Its NATS URL.")] = None,
-    namespace: Annotated[str | None, typer.Option(
-        "--namespace", help="Its Dynamo namespace.")] = None,
-    frontend: Annotated[str | None, typer.Option(
-        "--frontend", help="Its frontend URL (Prometheus at URL/metrics).")] = None,
-    metrics: Annotated[list[str] | None, typer.Option(
-        "--metrics", help="A worker's metrics URL (repeat for each).")] = None,
-    window: Annotated[float, typer.Option(
-        help="Seconds to listen to the namespace's NATS subjects.", min=0.1, max=60)] = 3.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    watch: Annotated[bool, typer.Option(
-        "--watch", help="Refresh until Ctrl-C (or --count reports); exit with the last "
-                        "report's code.")] = False,
-    interval: Annotated[float, typer.Option(
-        help="Seconds between --watch refreshes.", min=0.5)] = 5.0,
-    count: Annotated[int | None, typer.Option(
-        "--count", help="With --watch: stop after this many reports.", min=1)] = None,
-    clean: Annotated[str | None, typer.Option(
-        "--clean", metavar="NS",
-        help="Delete namespace NS's etcd keys and JetStream streams (a crashed graph's "
-             "leftovers), after showing them.")] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="--clean without asking.")] = False,
-) -> None:
+def doctor(request: DoctorRequest) -> None:
     """Look inside a graph's coordination plane: etcd registrations and leases, NATS and KV
     events, per-pool traffic. Exit 0 healthy, 1 findings, 2 bad input."""
-    if watch and as_json:
-        raise UserInputError("--watch and --json do not go together", key="--watch",
-                             fix="use one")
-    if count is not None and not watch:
-        raise UserInputError("--count bounds --watch, which was not given", key="--count",
-                             fix="add --watch, or drop --count")
-    if clean is not None and name is None and etcd is None:
-        raise UserInputError("--clean needs the etcd that holds the namespace", key="--clean",
-                             fix="add --etcd URL (and --nats URL), or a graph name")
-    if clean is not None:
-        namespace = namespace or clean
-    target = resolve_target(name, etcd, nats, namespace, frontend, metrics or [])
-    if clean is not None:
-        _clean(target, clean, yes)
+    target = resolve_target(request)
+    if request.clean is not None:
+        _clean(target, request.clean, request.yes)
         return
-    if watch:
-        _watch(target, window, interval, count)
-    report = _run(target, window)
-    if as_json:
+    if request.watch:
+        _watch(target, request.window, request.interval, request.count)
+    report = _run(target, request.window)
+    if request.as_json:
         console.print_json(report.model_dump_json(), indent=2)
     else:
         console.print(render(report))
@@ -249,5 +203,4 @@ def _clean(target: DoctorTarget, namespace: str, yes: bool) -> None:
                   "streams", markup=False)
 
 
-def register(app: typer.Typer) -> None:
-    app.command()(doctor)
+COMMANDS = (Command(doctor, ("dis_serve.coordination.doctor_request:DoctorRequest",)),)

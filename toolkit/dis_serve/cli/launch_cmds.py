@@ -16,7 +16,8 @@ from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..launch.events import SupervisorEvent
-    from ..launch.handle import GraphHandle, ObservedGraph
+    from ..placements.base import GraphHandle
+    from ..placements.reports import ObservedGraph
     from ..security.pki_files import EndpointTls
 
 console = Console(highlight=False, soft_wrap=True)
@@ -96,7 +97,8 @@ def up(
     prometheus_port: PrometheusPortOpt = 9090,
 ) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
-    from ..launch.handle import StartOptions, handle_for
+    from ..placements.registry import handle_for
+    from ..placements.reports import StartOptions
 
     handle = handle_for(_load(file))
     # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
@@ -117,8 +119,8 @@ def up(
         if prometheus:
             _start_prometheus(handle.name, prometheus_port)
         if detach:
-            console.print(f"next: dis-serve status {handle.name} | dis-serve logs frontend "
-                          f"--name {handle.name} | dis-serve down {handle.name}", markup=False)
+            for line in handle.next_steps():
+                console.print(line, markup=False)
             return
         console.print("Ctrl-C stops the graph.", markup=False)
         last = handle.watch(_print_change)
@@ -190,8 +192,9 @@ def status(
     registrations with their leases as the router sees them. Exit status 0 when it is ready
     (or starting, or was stopped cleanly), 3 when degraded, 1 when failed or its supervisor
     is gone."""
-    from ..launch.handle import StatusVerdict, handle_for_run
-    from ..launch.run_lookup import find_run
+    from ..placements.lookup import find_run
+    from ..placements.registry import handle_for_run
+    from ..placements.reports import StatusVerdict
 
     handle = handle_for_run(find_run(name, active_only=False))
     observed = handle.status()
@@ -248,8 +251,8 @@ def logs(
     = 40,
 ) -> None:
     """Print a graph's process logs (Ctrl-C ends --follow)."""
-    from ..launch.handle import handle_for_run
-    from ..launch.run_lookup import find_run
+    from ..placements.lookup import find_run
+    from ..placements.registry import handle_for_run
 
     handle = handle_for_run(find_run(name, active_only=False))
     names = handle.process_names()
@@ -276,9 +279,9 @@ def down(
     = False,
 ) -> None:
     """Stop a graph: frontend, workers, NATS, etcd; nothing it started keeps running."""
-    from ..launch.handle import handle_for_run
-    from ..launch.run_lookup import active_runs, find_run
     from ..observe.prometheus_run import stop_prometheus
+    from ..placements.lookup import active_runs, find_run
+    from ..placements.registry import handle_for_run
 
     if all_graphs:
         runs = active_runs()
@@ -302,17 +305,9 @@ def prepare(
     """Prepare a hosts graph's run directory to copy to its nodes (node scripts, README,
     cluster plan, topology, the mocker's model card) and print what to run where; then
     `status`, `logs`, `doctor` and `down` find it by name."""
-    from ..launch.hosts_handle import prepare_hosts_run, steps
-    from ..launch.rundir import RunDir
-    from ..topology import PlacementKind
+    from ..placements.registry import handle_for
 
-    topo = _load(file)
-    if topo.placement.kind is not PlacementKind.HOSTS:
-        raise UserInputError(f"placement is {topo.placement.kind.value}, not hosts",
-                             source=str(file), key="placement",
-                             fix="give placement.hosts.nodes, or `dis-serve up` this graph")
-    run = RunDir.for_graph(topo.name)
-    for line in steps(prepare_hosts_run(topo, run), run):
+    for line in handle_for(_load(file)).prepare(source=str(file)):
         console.print(line, markup=False)
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.console import Console
+
+from ..inputs.options import Command
+
+if TYPE_CHECKING:
+    from ..bench.request import DiffRequest
+    from ..observe.request import TopRequest
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -15,16 +19,14 @@ def _value(value: object) -> str:
     return "(absent)" if value is None else str(value)
 
 
-def diff(
-    run_a: Annotated[Path, typer.Argument(
-        help="An output directory of bench, compare, chaos or plan (holds fingerprint.json).")],
-    run_b: Annotated[Path, typer.Argument(help="The directory to compare it with.")],
-) -> None:
+def diff(request: DiffRequest) -> None:
     """Say what differs between two runs (configuration, versions, hardware, environment) and
     put their results side by side with the change."""
     from rich.table import Table
 
     from ..bench.run_diff import Category, diff_fingerprints, diff_results, load_run
+
+    run_a, run_b = request.run_a, request.run_b
 
     a, b = load_run(run_a), load_run(run_b)
     console.print(f"A: {run_a} ({a.command}, {a.created_at})", markup=False)
@@ -129,53 +131,34 @@ def render_frame(frame):
 
 
 def _layout(name: str | None, url: str | None, client):
-    from ..bench.target import check_url
     from ..errors import RunError
-    from ..observe.scrape import fetch, layout_from_run, layout_from_url
+    from ..observe.scrape import fetch, layout_from_url
+    from ..placements.lookup import layout_from_run
 
     if url is None:
         return layout_from_run(name)
-    url = check_url(url)
     page = fetch(client, f"{url.rstrip('/')}/metrics")
     if page is None:
         raise RunError(f"{url}/metrics does not answer; is the graph's frontend there?")
     return layout_from_url(url, page)
 
 
-def top(
-    name: Annotated[str | None, typer.Argument(
-        help="Graph to watch, on this machine or on Slurm or hosts nodes (default: the only "
-             "one running in the run directory).")] = None,
-    url: Annotated[str | None, typer.Option(
-        "--url", help="Watch the graph whose frontend is at this URL instead (pools from "
-                      "its router; no worker-side figures).")] = None,
-    once: Annotated[bool, typer.Option(
-        "--once", help="Print one frame (two scrapes a window apart) and exit.")] = False,
-    window: Annotated[float, typer.Option(
-        "--window", min=0.5, max=600, help="Seconds the rates and latencies cover.")] = 5.0,
-    json_out: Annotated[bool, typer.Option(
-        "--json", help="With --once: the frame as JSON.")] = False,
-) -> None:
+def top(request: TopRequest) -> None:
     """A live view per pool of a running graph: workers, requests/s, TTFT and ITL, queues,
     KV cache and transfers, prefix hits, and which pool is the bottleneck."""
-    from ..errors import UserInputError
     from ..http_client import direct_client
 
-    if name is not None and url is not None:
-        raise UserInputError("give a graph NAME or --url, not both", key="--url",
-                             fix="dis-serve top NAME, or dis-serve top --url URL")
-    if json_out and not once:
-        raise UserInputError("--json prints one frame", key="--json", fix="add --once")
     if not console.is_terminal:  # logs and pipes: wide enough for the pool table
         console.width = max(console.width, 120)
+    name, url = request.name, request.url
     # A graph of ours is scraped with its frontend's CA (and client certificate).
     tls = _layout(name, None, None).frontend_tls if url is None else None
     with direct_client(timeout_s=2.0, tls=tls) as client:
         layout = _layout(name, url, client)
-        if once:
-            _once(layout, client, window, json_out)
+        if request.once:
+            _once(layout, client, request.window, request.as_json)
         else:
-            _live(layout, client, window, from_run=url is None)
+            _live(layout, client, request.window, from_run=url is None)
 
 
 def _once(layout, client, window: float, json_out: bool) -> None:
@@ -203,7 +186,8 @@ def _live(layout, client, window: float, from_run: bool) -> None:
     from rich.live import Live
 
     from ..observe.frame import build_frame
-    from ..observe.scrape import layout_from_run, scrape
+    from ..observe.scrape import scrape
+    from ..placements.lookup import layout_from_run
 
     history = deque([scrape(client, layout.urls)])
     with Live(console=console, auto_refresh=False, transient=False) as live:
@@ -221,7 +205,5 @@ def _live(layout, client, window: float, from_run: bool) -> None:
 REFRESH_S = 1.0
 
 
-def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app."""
-    app.command()(diff)
-    app.command()(top)
+COMMANDS = (Command(diff, ("dis_serve.bench.request:DiffRequest",)),
+            Command(top, ("dis_serve.observe.request:TopRequest",)))

@@ -2,140 +2,42 @@
 
 from __future__ import annotations
 
-import inspect
-import re
-from enum import StrEnum
-from pathlib import Path
-from types import UnionType
-from typing import TYPE_CHECKING, Annotated, Union, get_args, get_origin
+from typing import TYPE_CHECKING
 
-import typer
 from rich.console import Console
 
-from ..errors import UserInputError
+from ..inputs.options import Command
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ..plan.outcome import Deployment, PlanOutcome, Replay
+    from ..plan.request import PlanFiles, PlanRequest
 
 console = Console(highlight=False, soft_wrap=True)
 
-# What the command writes, beside the question (`PlanRequest`, whose fields are the other
-# options): where the plan's files go and whether to copy its topology.
-OutOpt = Annotated[Path | None, typer.Option(
-    "--out", help="Directory for plan.json, pareto.png, topologies and the mocker profile "
-                  "(default: .dis-serve/plans/NAME).")]
-EmitOpt = Annotated[Path | None, typer.Option(
-    "--emit", help="Also write the chosen topology here (the mocker graph with --mock); "
-                   "refused for a plan that failed its replay unless --force.")]
-MockOpt = Annotated[bool, typer.Option(
-    "--mock/--no-mock", help="--emit writes the mocker graph timed like the planned GPUs.")]
-ForceOpt = Annotated[bool, typer.Option(
-    "--force/--no-force", help="--emit the plan even if it failed its replay.")]
-FILE_OPTIONS = {"out": (OutOpt, None), "emit": (EmitOpt, None), "mock": (MockOpt, False),
-                "force": (ForceOpt, False)}
-BACKTICKED = re.compile(r"`(\w+)`")
 
-
-def plan(ctx: typer.Context) -> None:
+def plan(request: PlanRequest, files: PlanFiles) -> None:
     """Size prefill/decode (or aggregated) pools from measured H100 data, verify the plan in
     Dynamo's replay, price it and write it as a topology."""
-    # The options are built from PlanRequest's fields when `plan` runs, not when the app
-    # starts: that needs pydantic and the topology models, which every other command's start
-    # (and `--help`) would otherwise pay for.
-    command = typer.main.get_command(_options_app())
-    code = command.main(args=ctx.args, prog_name=ctx.command_path, standalone_mode=False)
-    if isinstance(code, int) and code:
-        raise typer.Exit(code)
-
-
-def _options_app() -> typer.Typer:
-    from ..plan.request import PlanRequest
-
-    def run(**values: object) -> None:
-        _run_plan(values)
-
-    run.__doc__ = plan.__doc__
-    parameters = [_request_option(name) for name in PlanRequest.model_fields]
-    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=option,
-                                     default=default)
-                   for name, (option, default) in FILE_OPTIONS.items()]
-    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command(name="plan")(run)
-    return app
-
-
-def _request_option(field: str) -> inspect.Parameter:
-    """`PlanRequest.field` as a Typer option: its flag, its description as help (choices
-    listed from its enum), its default; values go to the model as given, so the model's
-    validation (one line naming the flag) is the only one."""
-    from ..plan.request import PlanRequest, cli_flag, flag_of
-
-    info = PlanRequest.model_fields[field]
-    flag, base = flag_of(field), _base_type(info.annotation)
-    default = inspect.Parameter.empty if info.is_required() else info.get_default()
-    help_text, names, kind = _flags_in(info.description) or "", (flag,), base
-    if base is bool:
-        names = (f"{flag}/--no-{flag.removeprefix('--')}",)
-    elif isinstance(base, type) and issubclass(base, StrEnum):
-        kind = str  # the model's validation words a bad choice, naming the flag
-        help_text += " One of: " + ", ".join(m.value for m in base) + "."
-        default = default.value if isinstance(default, StrEnum) else default
-    elif get_origin(base) is tuple and get_args(base)[-1] is Ellipsis:  # repeatable
-        kind, default = list[get_args(base)[0]], None
-    elif get_origin(base) is tuple:  # given as text, which the model's validator parses
-        kind = str
-    option = typer.Option(*names, help=help_text, metavar=cli_flag(field).metavar)
-    return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY,
-                             annotation=Annotated[kind | None if default is None else kind,
-                                                  option], default=default)
-
-
-def _base_type(annotation: object) -> object:
-    """`X` of `X | None`."""
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    return args[0] if get_origin(annotation) in (UnionType, Union) and len(args) == 1 else (
-        annotation)
-
-
-def _flags_in(text: str | None) -> str | None:
-    """Field names in backticks as the flags that set them."""
-    from ..plan.request import PlanRequest, flag_of
-
-    return None if text is None else BACKTICKED.sub(
-        lambda m: flag_of(m[1]) if m[1] in PlanRequest.model_fields else m[0], text)
-
-
-def _in_flags(exc: UserInputError) -> UserInputError:
-    from ..plan.request import PlanRequest, flag_of
-
-    key = flag_of(exc.key) if exc.key in PlanRequest.model_fields else exc.key
-    return UserInputError(_flags_in(exc.detail) or "", source=exc.source, key=key,
-                          fix=_flags_in(exc.fix))
-
-
-def _run_plan(values: dict[str, object]) -> None:
     from ..errors import RunError
     from ..plan.pipeline import run_plan
-    from ..plan.request import build_request
 
     if not console.is_terminal:  # logs and CI: wide enough for the tables
         console.width = max(console.width, 120)
-    files = {name: values.pop(name) for name in FILE_OPTIONS}
-    try:
-        request = build_request(**values)
-        outcome = run_plan(request, files["out"], emit=files["emit"],  # type: ignore[arg-type]
-                           emit_mock=bool(files["mock"]), force_emit=bool(files["force"]))
-    except UserInputError as exc:
-        raise _in_flags(exc) from None
+    outcome = run_plan(request, files.out, emit=files.emit, emit_mock=files.mock,
+                       force_emit=files.force)
     _print_outcome(outcome)
     if outcome.emit_refused:
         raise RunError(f"--emit refused: {outcome.emit_refused} (fix: relax the SLA or the "
                        "load, give the replay more requests, or --force to write it anyway)")
     target = outcome.files.get("emitted topology", outcome.files["topology (mocker)"])
     console.print(f"next: dis-serve validate {target} && dis-serve up {target}", markup=False)
+
+
+# The question (`PlanRequest`, recorded in plan.json) and what the command writes.
+COMMANDS = (Command(plan, ("dis_serve.plan.request:PlanRequest",
+                           "dis_serve.plan.request:PlanFiles")),)
 
 
 def _print_outcome(outcome: PlanOutcome) -> None:
@@ -153,7 +55,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
     for mode, rows in (("disaggregated", outcome.top_disaggregated),
                        ("aggregated", outcome.top_aggregated)):
         if rows:
-            console.print(_candidates_table(f"Top {mode} ({objective})", rows, outcome.plan))
+            console.print(_candidates_table(f"Top {mode} ({objective})", rows, outcome.plan,
+                                            req.sla_percentile))
         else:
             console.print(f"No {mode} deployment meets the SLA.")
     chosen = outcome.plan
@@ -162,7 +65,8 @@ def _print_outcome(outcome: PlanOutcome) -> None:
                   f"{chosen.tokens_per_s_per_gpu:.1f} tokens/s/GPU, "
                   f"{outcome.plan_yearly_usd:,.0f} USD/year at {req.hourly_price:g} "
                   "USD/GPU-hour", markup=False)
-    console.print(outcome.verdict, markup=False)
+    console.print(outcome.verdict.sentence, markup=False)
+    console.print(outcome.verdict.uncertainty, markup=False)
     _print_verification(outcome)
     if outcome.measured_error is not None:
         console.print(_ledger_line(outcome), markup=False)
@@ -213,7 +117,8 @@ def _print_verification(outcome: PlanOutcome) -> None:
         console.print("Not replayed (--no-replay): the SLA attainment is the model's alone.",
                       markup=False)
         return
-    state = ("holds: it promises 90% at the planned rate" if replayed.passed
+    state = (f"holds: it promises {outcome.request.sla_percentile:g}% at the planned rate"
+             if replayed.passed
              else f"FAILS: it {replayed.failed_because}")
     console.print(f"Replayed: {replayed.sla_met_share:.0%} of requests met the SLA, "
                   f"{replayed.requests_per_s:.2f} of the planned "
@@ -251,21 +156,29 @@ def _split_line(outcome: PlanOutcome) -> str:
             f"({gain:+.0%} goodput against the plan).")
 
 
-def _candidates_table(title: str, rows: list[Deployment], chosen: Deployment) -> Table:
+def _candidates_table(title: str, rows: list[Deployment], chosen: Deployment,
+                      percentile: float) -> Table:
+    """The deployments with their tails at the SLA's percentile (p90 by default)."""
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
     for column in ("#", "deployment", "GPUs", "req/s", "tok/s/GPU", "tok/s/user",
-                   "TTFT p90", "ITL p90", "limit"):
+                   f"TTFT p{percentile:g}", f"ITL p{percentile:g}", "limit"):
         table.add_column(column, justify="left" if column == "deployment" else "right",
                          no_wrap=column == "deployment")
     for i, cand in enumerate(rows, 1):
         mark = "*" if cand == chosen else ""
         table.add_row(f"{i}{mark}", cand.short_label, str(cand.gpus),
                       f"{cand.requests_per_s:.2f}", f"{cand.tokens_per_s_per_gpu:.1f}",
-                      f"{cand.tokens_per_s_per_user:.1f}", f"{cand.ttft_p90_ms:.0f}",
-                      f"{cand.itl_p90_ms:.1f}", cand.runs_out_first)
+                      f"{cand.tokens_per_s_per_user:.1f}",
+                      f"{_tail(cand.ttft_tail_ms, cand.ttft_p90_ms):.0f}",
+                      f"{_tail(cand.itl_tail_ms, cand.itl_p90_ms):.1f}", cand.runs_out_first)
     return table
+
+
+def _tail(tail: float | None, p90: float) -> float:
+    """The figure at the SLA's percentile (a plan written before percentiles had p90 only)."""
+    return p90 if tail is None else tail
 
 
 def _replay_table(outcome: PlanOutcome) -> Table:
@@ -279,15 +192,15 @@ def _replay_table(outcome: PlanOutcome) -> Table:
     for rep in outcome.replay:
         pred = outcome.plan if rep.deployment == "plan" else outcome.split
         assert pred is not None
-        _replay_rows(table, rep, pred)
+        _replay_rows(table, rep, pred, outcome.request.sla_percentile)
     return table
 
 
-def _replay_rows(table: Table, rep: Replay, pred: Deployment) -> None:
+def _replay_rows(table: Table, rep: Replay, pred: Deployment, percentile: float) -> None:
     table.add_row(rep.deployment, "predicted", f"{pred.ttft_mean_ms:.0f}",
                   f"{pred.ttft_p90_ms:.0f}", f"{pred.itl_mean_ms:.1f}",
                   f"{pred.itl_p90_ms:.1f}", f"{pred.requests_per_s:.2f}",
-                  f"{pred.tokens_per_s:,.0f}", "(>=90%)")
+                  f"{pred.tokens_per_s:,.0f}", f"(>={percentile:g}%)")
     table.add_row("", "replayed", f"{rep.ttft_mean_ms:.0f}", f"{rep.ttft_p90_ms:.0f}",
                   f"{rep.itl_mean_ms:.1f}", f"{rep.itl_p90_ms:.1f}",
                   f"{rep.requests_per_s:.2f}", f"{rep.output_tokens_per_s:,.0f}",
@@ -301,10 +214,3 @@ def _replay_rows(table: Table, rep: Replay, pred: Deployment) -> None:
 
 def _diff(replayed: float, predicted: float) -> str:
     return f"{replayed / predicted - 1:+.1%}" if predicted else "-"
-
-
-def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app: `plan` takes every argument as it comes and
-    hands it to the command built from the request's fields (its `--help` included)."""
-    app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                                  "help_option_names": []}, add_help_option=False)(plan)

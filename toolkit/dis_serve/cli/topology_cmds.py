@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from ..errors import UserInputError
-
-if TYPE_CHECKING:
-    from ..render.target_files import Target
-    from ..topology import Topology
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -22,8 +18,8 @@ def validate(
     files: Annotated[list[Path], typer.Argument(help="Topology YAML files.")],
 ) -> None:
     """Check topology files (schema, parallelism, GPU budget, memory, ports). Starts nothing."""
+    from ..placements.registry import PLACEMENTS
     from ..render.cluster_plan import checkpoint_warning
-    from ..render.model_cache import unpinned_revision_warning
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
@@ -36,7 +32,8 @@ def validate(
                       markup=False)
         if topo.version_note:
             console.print(f"note: {path}: {topo.version_note}", markup=False)
-        for warning in (unpinned_revision_warning(topo), checkpoint_warning(topo)):
+        warnings = [w for placement in PLACEMENTS for w in placement.validate_warnings(topo)]
+        for warning in [*warnings, checkpoint_warning(topo)]:
             if warning is not None:
                 console.print(f"warning: {warning}", markup=False)
         if topo.placement.kind.multi_node:
@@ -51,7 +48,7 @@ def validate(
 def _print_placement(topo) -> None:  # Topology
     from rich.table import Table
 
-    from ..placement import node_layout, placement_warnings
+    from ..render.node_layout import node_layout, placement_warnings
 
     table = Table(title=f"placement: {topo.placement.kind.value}", title_justify="left")
     for column in ("node", "address", "GPUs", "processes"):
@@ -68,87 +65,28 @@ def _print_placement(topo) -> None:  # Topology
 
 def render(
     file: Annotated[Path, typer.Argument(help="Topology YAML file.")],
-    target: Annotated[str, typer.Option(help="local | k8s | hosts | slurm | all.")] = "all",
+    target: Annotated[str, typer.Option(
+        help="Which placement's files to write, or all (an unknown name lists the "
+             "placements).")] = "all",
     out: Annotated[Path, typer.Option(help="Output directory.")] = Path("rendered"),
 ) -> None:
     """Write the graph as local launch files and/or a Kubernetes DynamoGraphDeployment."""
-    from ..render.target_files import Target, render_target, write_files
+    from ..placements.files import write_rendered
+    from ..placements.registry import check_target_name
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
-    try:
-        chosen = Target(target)
-    except ValueError:
-        raise UserInputError(f"unknown target {target!r}", key="--target",
-                             fix="use local, k8s, hosts, slurm or all") from None
+    check_target_name(target)
     topo = load_model_file(Topology, file)
-    out_dir = out.resolve()
-    result = render_target(topo, chosen, out_dir, source=str(file))
-    files = result.files | _observability_files(result.files, topo, chosen)
-    for path in write_files(files, out_dir):
-        console.print(f"wrote {path}", markup=False)
-    for path in _write_cluster_cas(topo, chosen, out_dir):
-        console.print(f"wrote {path} (the graph's CA and client certificate, keys 0600)",
-                      markup=False)
-    for warning in result.warnings:
+    outcome = write_rendered(topo, target, out.resolve(), source=str(file))
+    for line in outcome.written:
+        console.print(f"wrote {line}", markup=False)
+    for warning in outcome.warnings:
         console.print(f"note: {warning}", markup=False)
-    for step in result.first_steps:
+    for step in outcome.first_steps:
         console.print(f"first: {step}", markup=False)
-    if chosen.includes(Target.K8S):
-        console.print(f"next: kubectl apply -f {out_dir / 'k8s' / 'deployment.yaml'} "
-                      f"(and {out_dir / 'k8s' / 'podmonitor.yaml'} where a Prometheus "
-                      "Operator runs)", markup=False)
-    if chosen.wanted(Target.HOSTS, topo):
-        console.print(f"next: copy {out_dir / 'hosts'} to every node and follow its "
-                      "README.md", markup=False)
-    if chosen.wanted(Target.SLURM, topo):
-        console.print(f"next: cd {out_dir / 'slurm'} && sbatch job.sbatch (or dis-serve up "
-                      f"{file} with placement: slurm)", markup=False)
-    if chosen.includes(Target.LOCAL):
-        console.print(f"next: dis-serve up {file}", markup=False)
-
-
-def _write_cluster_cas(topo: Topology, chosen: Target, out_dir: Path) -> list[Path]:
-    """Each cluster target's tls/ (security.tls.mode auto): a new CA, made here since the
-    nodes may share no storage; each node's agent signs its own server certificate with it."""
-    from ..launch.cluster_tls import write_cluster_ca
-    from ..render.target_files import Target
-    from ..security.pki_files import TLS_DIR
-    from ..topology.security import TlsMode
-
-    if topo.security.tls.mode is not TlsMode.AUTO:
-        return []
-    written = []
-    for target in (Target.HOSTS, Target.SLURM):
-        if chosen.wanted(target, topo):
-            write_cluster_ca(topo, out_dir / target.value)
-            written.append(out_dir / target.value / TLS_DIR)
-    return written
-
-
-def _observability_files(files: dict[str, str], topo: Topology,
-                         chosen: Target) -> dict[str, str]:
-    """Prometheus config and Grafana dashboards beside each rendered launch: the local plan's
-    under local/observability (static targets); hosts' and Slurm's under <target>/observability
-    (file-based discovery of targets/<node>.json, written once the nodes' addresses are known)."""
-    from ..observe.cluster_targets import render_cluster_observability
-    from ..observe.prometheus_config import render_observability
-    from ..render.hosts import render_hosts_plan
-    from ..render.launch_plan import LaunchPlan
-    from ..render.slurm import render_slurm_plan
-    from ..render.target_files import Target
-
-    out: dict[str, str] = {}
-    if chosen.includes(Target.LOCAL):
-        plan = LaunchPlan.model_validate_json(files["local/launch-plan.json"])
-        out |= {f"local/observability/{path}": text
-                for path, text in render_observability(plan).items()}
-    for target, cluster_plan in ((Target.HOSTS, render_hosts_plan),
-                                 (Target.SLURM, render_slurm_plan)):
-        if chosen.wanted(target, topo):
-            out |= {f"{target.value}/observability/{path}": text
-                    for path, text in render_cluster_observability(cluster_plan(topo)).items()}
-    return out
+    for step in outcome.next_steps:
+        console.print(f"next: {step}", markup=False)
 
 
 def schema(

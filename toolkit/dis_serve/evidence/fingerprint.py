@@ -129,9 +129,8 @@ def sha256_text(text: str) -> str:
 def topology_evidence(topo: Topology, file: SourceFile | None,
                       revision: str | None) -> TopologyEvidence:
     from ..render.engine_config import dump_engine_config, render_engine_configs
-    from ..render.model_cache import COMMIT_RE
 
-    pinned = topo.model.revision if COMMIT_RE.fullmatch(topo.model.revision) else None
+    pinned = topo.model.pinned_revision
     engine_configs = {}
     if engine_for(topo.backend).uses_engine_config:
         engine_configs = {role.value: sha256_text(dump_engine_config(config))

@@ -43,16 +43,10 @@ from ..atomic_file import write_atomic
 from ..engines import engine_for
 from ..errors import RunError, UserInputError
 from ..probes import http_client, router_view, tcp_accepts
-from ..render.cluster_plan import (
-    CLUSTER_PLAN_FILE,
-    DATA_DIR_VAR,
-    ClusterPlan,
-    NodeProcesses,
-    resolved_launch_plan,
-)
+from ..render.cluster_plan import DATA_DIR_VAR, ClusterPlan, NodeProcesses, resolved_launch_plan
 from ..render.launch_plan import ENGINE_CONFIG_DIR, LaunchPlan
+from ..render.run_layout import CLUSTER_PLAN_FILE, ENDPOINT_FILE, STOP_REQUEST_FILE
 from ..render.shell_words import runtime_names
-from ..render.slurm import ENDPOINT_FILE, STOP_REQUEST_FILE
 from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
 from .agent_contact import keep_in_touch

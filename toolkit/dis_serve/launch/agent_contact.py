@@ -11,7 +11,7 @@ its own:
                             batch script's trap (scancel, time limit): every agent started
                             before it stops its node in `ProcessKind` order
     fault-<node>-<id>.json  a fault `dis-serve fault` asks of a hosts node (chaos); the agent
-                            hands it to `dis-serve inflict` on its node (node_faults.py)
+                            hands it to `dis-serve inflict` on its node (faults.py)
 
 Clocks: ages are the client's clock against the file's modification time, so nodes and the
 client must keep time together (NTP; munge, which Slurm needs, requires it already).
@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic_file import write_atomic
-from ..render.cluster_plan import STOP_REQUEST_FILE
+from ..render.run_layout import FAULT_PREFIX, STOP_REQUEST_FILE
 from .process import create_time, same_process
 
 HEARTBEAT_S = 1.0
 HEARTBEAT_STALE_S = 6.0
-FAULT_PREFIX = "fault-"
 
 
 def heartbeat_file(run_dir: Path, node: str) -> Path:

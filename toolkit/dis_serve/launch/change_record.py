@@ -21,9 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..atomic_file import write_atomic
 from ..errors import UserInputError
-
-CHANGE_FILE = "change.json"
-CHANGE_LOCK = "change.lock"
+from ..render.run_layout import CHANGE_FILE, CHANGE_LOCK
 
 
 class ChangeState(StrEnum):

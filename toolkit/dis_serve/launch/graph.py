@@ -28,14 +28,15 @@ from ..render.launch_plan import (
     nats_config,
     render_launch_plan,
 )
+from ..render.run_layout import COORDINATION_DATA
 from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
 from ..startup_budget import readiness_timeout_s
-from ..topology import Topology
+from ..topology import PlacementKind, Topology
 from ..topology.security import TlsMode
 from .events import SupervisorEvent
 from .model_card import write_model_card
-from .orphans import Leftover
+from .orphans import Leftover, claim
 from .plan_watch import PlanWatch
 from .port_claims import claim_ports
 from .preflight import (
@@ -47,16 +48,11 @@ from .preflight import (
     find_binaries,
 )
 from .run_lock import RunLock
-from .run_lookup import claim
+from .run_record import RunRecord, build_record
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .secrets import GraphSecrets, graph_secrets, nats_token
 from .status import GraphStatus
 from .supervisor import Supervisor
-
-# Left from a previous run of the same graph: an old etcd keeps the old workers'
-# registrations (until their leases expire), which the new frontend would route to. (Within
-# one run they are kept: a restarted etcd or NATS finds its data again.)
-_EPHEMERAL = ("etcd-data", "nats-data")
 
 
 @dataclass(frozen=True)
@@ -69,6 +65,7 @@ class PreparedRun:
     secrets: GraphSecrets = field(default_factory=GraphSecrets, repr=False)
     # Held until everything this run started has stopped (run_lock.py).
     lock: RunLock | None = None
+    record: RunRecord | None = None
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
@@ -104,19 +101,26 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
         from ..coordination.shared_planes import check_shared
 
         check_shared(topo)
-    run_dir.remove(_EPHEMERAL)
+    # An old etcd keeps the old workers' registrations (until their leases expire), which
+    # the new frontend would route to. (Within one run they are kept: a restarted etcd or
+    # NATS finds its data again.)
+    run_dir.remove(COORDINATION_DATA)
     run_dir.archive_previous(keep_runs)
     run_dir.prepare()
-    # A Slurm job record from an earlier `up` of this name would make `down` cancel that job.
-    run_dir.slurm_job_file.unlink(missing_ok=True)
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
     write_coordination_inputs(topo, run_dir)
     run_dir.write_launch_inputs(topo, plan, context)
+    # Also replaces the record of an earlier run of this name elsewhere (a Slurm job's).
+    record = build_record(topo, placement=PlacementKind.supervised_here(),
+                          run_dir=str(run_dir.path.resolve()), frontend=plan.endpoint,
+                          frontend_tls=plan.endpoint_tls,
+                          processes=[p.name for p in plan.processes])
+    run_dir.write_record(record)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
                        warnings=exposure_warnings(topo),
                        secrets=graph_secrets(topo, run_dir.path.resolve()),
-                       lock=lock)
+                       lock=lock, record=record)
 
 
 def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:

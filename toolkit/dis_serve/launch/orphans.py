@@ -9,10 +9,15 @@ whose leader is gone are still leftovers of our child.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ..errors import PreflightError
 from .process import create_time, same_process
 from .status import GraphStatus, ProcessStatus
 from .stopping import group_members, stop_processes
+
+if TYPE_CHECKING:
+    from .rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -49,3 +54,21 @@ def kill_leftovers(status: GraphStatus, grace_s: float = 5.0) -> list[Leftover]:
         assert pgid is not None
         stop_processes([pgid], grace_s)
     return found
+
+
+def supervisor_alive(status: GraphStatus) -> bool:
+    return same_process(status.supervisor_pid, status.supervisor_create_time)
+
+
+def claim(run: RunDir) -> list[Leftover]:
+    """Before a local `up`: refuse a graph that is running; stop what a dead supervisor
+    left behind."""
+    status = run.read_state()
+    if status is None:
+        return []
+    if supervisor_alive(status) and not status.phase.finished:
+        raise PreflightError(
+            f"graph {status.name!r} is already running (supervisor pid {status.supervisor_pid}, "
+            f"{status.endpoint}); stop it with `dis-serve down {status.name}` or give this "
+            "graph another name")
+    return kill_leftovers(status)

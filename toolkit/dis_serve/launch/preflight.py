@@ -19,9 +19,9 @@ import psutil
 
 from ..engines import engine_for
 from ..errors import PreflightError
-from ..placement import gpu_assignment
 from ..render.launch_plan import LaunchPlan, ProcessSpec
-from ..topology import EtcdMode, EventPlane, NatsMode, PlacementKind, ProcessKind, Topology
+from ..render.node_layout import gpu_assignment
+from ..topology import EtcdMode, EventPlane, NatsMode, ProcessKind, Topology
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,10 @@ def find_binaries(topo: Topology) -> Binaries:
 def check_placement(topo: Topology) -> None:
     """A local launch starts processes on this machine; a hosts placement names other
     machines (`up` and `prepare` give it the hosts handle instead)."""
-    if topo.placement.kind is PlacementKind.HOSTS:
+    kind = topo.placement.kind
+    if kind.started_by_hand:
         raise PreflightError(
-            f"{topo.name}: placement is hosts ({len(topo.placement.hosts.nodes)} nodes); `up` "
+            f"{topo.name}: placement is {kind.value} ({topo.hardware.nodes} nodes); `up` "
             "cannot start processes on other machines: run `dis-serve prepare` and start "
             "each node-<name>.sh on its node")
 

@@ -1,17 +1,8 @@
 """A graph's run directory: where `status`, `logs` and `down` find a graph from another shell.
 
-Layout under `$DIS_SERVE_HOME` (default `./.dis-serve`):
-
-    runs/<name>/topology.json   the validated topology the graph was started from
-    runs/<name>/plan.json       the rendered launch plan (its `revision` raised by every change
-                                of the running graph, which the supervisor reconciles to)
-    runs/<name>/render-context.json  what it was rendered with besides the topology
-    runs/<name>/change.json     the last change of the running graph (change/record.py)
-    runs/<name>/state.json      what the supervisor observed last (GraphStatus), rewritten
-                                atomically on every change: pids, create times, states
-    runs/<name>/logs/<process>.log, logs/supervisor.log
-                                each rotated by size: <process>.log.1 is the newest old part
-    runs/<name>/previous/<time>/ the logs and last state of earlier runs (`up --keep-runs`)
+Under `$DIS_SERVE_HOME` (default `./.dis-serve`), `runs/<name>/` is graph <name>'s run
+directory; render/run_layout.py names every file in it. `state.json` is rewritten atomically
+on every change; each log is rotated by size (<process>.log.1 is the newest old part).
 
 Private by default: directories 0700, files 0600 (logs hold prompts, state holds pids).
 Trusted only when ours: the run root and every directory under it must be owned by this user
@@ -43,7 +34,20 @@ from ..private_path import (
     read_own_text,
 )
 from ..render.launch_plan import LaunchPlan, RenderContext
+from ..render.run_layout import (
+    ADDRESSES_FILE,
+    CLUSTER_PLAN_FILE,
+    CONTEXT_FILE,
+    LEGACY_SLURM_JOB_FILE,
+    LOGS_DIR,
+    PLAN_FILE,
+    PREVIOUS_DIR,
+    RECORD_FILE,
+    STATE_FILE,
+    TOPOLOGY_FILE,
+)
 from ..topology import Topology, is_valid_name
+from .run_record import RunRecord
 from .status import GraphStatus
 
 if TYPE_CHECKING:
@@ -101,19 +105,19 @@ class RunDir:
 
     @property
     def logs(self) -> Path:
-        return self.path / "logs"
+        return self.path / LOGS_DIR
 
     @property
     def plan_file(self) -> Path:
-        return self.path / "plan.json"
+        return self.path / PLAN_FILE
 
     @property
     def topology_file(self) -> Path:
-        return self.path / "topology.json"
+        return self.path / TOPOLOGY_FILE
 
     @property
     def state_file(self) -> Path:
-        return self.path / "state.json"
+        return self.path / STATE_FILE
 
     @property
     def supervisor_log(self) -> Path:
@@ -123,15 +127,23 @@ class RunDir:
         return self.logs / f"{process}.log"
 
     @property
+    def record_file(self) -> Path:
+        return self.path / RECORD_FILE
+
+    @property
+    def cluster_plan_file(self) -> Path:
+        return self.path / CLUSTER_PLAN_FILE
+
+    @property
     def slurm_job_file(self) -> Path:
-        """A Slurm graph's record (launch/slurm_jobs.py) instead of a supervisor's state."""
-        return self.path / "slurm-job.json"
+        """Where dis-serve before the run record kept a Slurm graph's job (read for such run
+        directories only: placements/legacy.py)."""
+        return self.path / LEGACY_SLURM_JOB_FILE
 
     def exists(self) -> bool:
-        from ..render.cluster_plan import CLUSTER_PLAN_FILE  # lazily: see read_cluster_plan
-
-        return (self.state_file.is_file() or self.plan_file.is_file()
-                or self.slurm_job_file.is_file() or (self.path / CLUSTER_PLAN_FILE).is_file())
+        return any(path.is_file() for path in (self.record_file, self.state_file,
+                                               self.plan_file, self.slurm_job_file,
+                                               self.cluster_plan_file))
 
     def remove(self, names: tuple[str, ...]) -> None:
         """Delete these files or directories of the run directory (what an earlier run of the
@@ -141,7 +153,7 @@ class RunDir:
 
     @property
     def previous(self) -> Path:
-        return self.path / "previous"
+        return self.path / PREVIOUS_DIR
 
     def prepare(self) -> None:
         """Make the run root (0700 when new), runs/, this run directory and logs/, or check
@@ -224,7 +236,7 @@ class RunDir:
     def context_file(self) -> Path:
         """What the plan was rendered with besides the topology (interpreter, binaries,
         model directory), so a change of the running graph renders its new workers alike."""
-        return self.path / "render-context.json"
+        return self.path / CONTEXT_FILE
 
     def write_launch_inputs(self, topo: Topology, plan: LaunchPlan,
                             context: RenderContext | None = None) -> None:
@@ -244,6 +256,18 @@ class RunDir:
     def read_context(self) -> RenderContext:
         return RenderContext.model_validate_json(read_own_text(self.context_file))
 
+    def write_record(self, record: RunRecord) -> None:
+        """The run record (launch/run_record.py), written by the handle that starts the run."""
+        write_atomic(self.record_file, record.model_dump_json(indent=2), PRIVATE_FILE)
+
+    def read_record(self) -> RunRecord | None:
+        """The run record, or None where there is none (a run directory of an earlier
+        dis-serve, or a local `up` still preparing) or it is unreadable."""
+        try:
+            return RunRecord.model_validate_json(read_own_text(self.record_file))
+        except (OSError, ValueError, ValidationError):
+            return None
+
     def read_topology(self) -> Topology:
         """The topology the graph was started from (the doctor's expectations, `down`'s
         shared etcd/NATS)."""
@@ -256,15 +280,13 @@ class RunDir:
         """A multi-node graph's plan, what every node's agent supervises its share of."""
         # The multi-node renderers are imported where a multi-node run is read: a local `up`
         # (whose bring-up waits for every import) never needs them.
-        from ..render.cluster_plan import CLUSTER_PLAN_FILE, ClusterPlan
+        from ..render.cluster_plan import ClusterPlan
 
-        return ClusterPlan.model_validate_json((self.path / CLUSTER_PLAN_FILE).read_text())
+        return ClusterPlan.model_validate_json(self.cluster_plan_file.read_text())
 
     def read_addresses(self) -> dict[str, str]:
         """The node names and addresses a Slurm job found (NAME=value lines); {} before the
         batch script has written them."""
-        from ..render.slurm import ADDRESSES_FILE
-
         try:
             lines = (self.path / ADDRESSES_FILE).read_text().splitlines()
         except OSError:

@@ -20,7 +20,7 @@ from ..catalog import find_known_model
 from ..engines import planned_engine, twin_engine
 from ..engines.base import TwinTiming
 from ..errors import RunError
-from ..topology import TOPOLOGY_SCHEMA_VERSION, Mode, PlacementKind, PoolRole, Topology
+from ..topology import TOPOLOGY_SCHEMA_VERSION, Mode, PoolRole, Topology
 from .perf_model import ModelOnGpu
 from .predict import kv_transfer_gbps
 from .replay import BLOCK_SIZE, kv_blocks
@@ -81,7 +81,7 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
         data |= _twin_sections(target, plan, request, profile)
     # TP sizes are powers of two no wider than a node, so packing pools in order never
     # strands a GPU: ceil(GPUs / node) nodes always hold them.
-    if not mock and request.placement is not PlacementKind.LOCAL:
+    if not mock and request.placement.multi_node:
         data["placement"] = _cluster_placement(request, data["hardware"]["nodes"], plan.mode)
         layout = kv_local_layout(plan, request.gpus_per_node)
         if layout is not None:
@@ -94,14 +94,11 @@ def plan_topology(plan: Candidate, request: PlanRequest, workload: Workload, *,
 
 
 def _cluster_placement(request: PlanRequest, nodes: int, mode: Mode) -> dict:
+    from ..placements.registry import placement_of
+
     # The prediction charges KV transfer between nodes at one 400 Gb/s RDMA NIC per GPU.
     kv = {"interconnect": "rdma"} if mode is Mode.DISAGG and nodes > 1 else {}
-    if request.placement is PlacementKind.SLURM:
-        return {"slurm": {"nodes": nodes}} | kv
-    # Each node is named for its index and addressed by that name until the user puts in
-    # the real address (a name the cluster's DNS may well resolve).
-    return {"hosts": {"nodes": [{"name": f"node{n}", "address": f"node{n}"}
-                                for n in range(nodes)]}} | kv
+    return placement_of(request.placement).topology_section(nodes) | kv
 
 
 @dataclass(frozen=True)
@@ -124,7 +121,7 @@ class KvLayout:
 def placement_note(plan: Candidate, request: PlanRequest) -> str | None:
     """What the trtllm topology's cluster placement does for KV locality (None: it runs on
     one machine)."""
-    if request.placement is PlacementKind.LOCAL:
+    if not request.placement.multi_node:
         return None
     nodes = math.ceil(plan.gpus / request.gpus_per_node)
     where = (f"{request.placement.value} placement on {nodes} node(s) of "

@@ -1,8 +1,10 @@
 """The ledger of predicted against measured: how far the planner's model has been from real
 runs, kept so the next plan can say so.
 
-Every `bench` of a graph `plan --emit` wrote appends one JSON line per sweep point (predicted,
-replayed and measured TTFT, ITL and throughput, the point's fingerprint); a point already in
+Every measured run of a graph `plan --emit` wrote (a `bench`, a run of `compare`, the
+fault-free run of `chaos`: vs_measured.record_planned_run) appends one JSON line per sweep
+point (predicted, replayed and measured TTFT, ITL and throughput, the point's fingerprint);
+a point already in
 the ledger (a resumed sweep) is not added again. `plan` reads the entries for the same model
 and GPU and prints the recorded error on the ones nearest its workload, and `plan
 --calibrate LEDGER.jsonl` fits its correction factors from them. The file is
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..bench.metrics import BenchResult
 from ..bench.validity import point_problems
-from .outcome import LedgerError, PlanOutcome
+from .outcome import LedgerError, PlanOutcome, Verdict
 
 LEDGER_ENV = "DIS_SERVE_LEDGER"
 DEFAULT_LEDGER = Path(".dis-serve/ledger.jsonl")
@@ -72,6 +74,10 @@ class LedgerEntry(BaseModel):
     predicted: Figures
     replayed: Figures | None
     measured: Figures
+    verdict: Verdict | None = Field(
+        default=None, description="The plan's verdict: its margin, the model's error around "
+                                  "it and whether it was too close to call (what this "
+                                  "measurement settles or checks).")
 
 
 def entries_for(outcome: PlanOutcome, plan_file: Path,
@@ -106,7 +112,8 @@ def entries_for(outcome: PlanOutcome, plan_file: Path,
         measured=Figures(ttft_mean_ms=p.aiperf.ttft_ms.avg, ttft_p90_ms=p.aiperf.ttft_ms.p90,
                          itl_mean_ms=p.aiperf.itl_ms.avg, itl_p90_ms=p.aiperf.itl_ms.p90,
                          requests_per_s=p.aiperf.request_throughput,
-                         output_tokens_per_s=p.aiperf.output_token_throughput))
+                         output_tokens_per_s=p.aiperf.output_token_throughput),
+        verdict=outcome.verdict)
         for p in points]
 
 

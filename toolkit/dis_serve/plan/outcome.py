@@ -34,6 +34,11 @@ class Latencies(_Frozen):
     ttft_p90_ms: Figure = Field(description="90th-percentile time to first token.")
     itl_mean_ms: Figure = Field(description="Mean inter-token latency.")
     itl_p90_ms: Figure = Field(description="90th percentile of requests' mean ITL.")
+    ttft_tail_ms: Figure | None = Field(
+        default=None, description="TTFT at the SLA's percentile (`request.sla_percentile`; "
+                                  "at the default 90th, `ttft_p90_ms`).")
+    itl_tail_ms: Figure | None = Field(
+        default=None, description="Requests' mean ITL at the SLA's percentile.")
 
 
 class Deployment(Latencies):
@@ -65,9 +70,9 @@ class Replay(Latencies):
     output_tokens_per_s: Figure = Field(description="Output tokens per second in the window.")
     sla_met_share: Figure = Field(description="Share of measured requests that met the SLA.")
     passed: bool = Field(description="Whether the plan held: the SLA for at least the share "
-                                     "of requests its percentile promises (90%), a steady "
-                                     "state, and the planned throughput within one back-off "
-                                     "step.")
+                                     "of requests its percentile promises (90% by default), "
+                                     "a steady state, and the planned throughput within one "
+                                     "back-off step.")
     failed_because: str | None = Field(default=None,
                                        description="Which of those failed, if one did.")
     wall_s: Figure = Field(description="Wall time of the replay.")
@@ -105,6 +110,50 @@ class LedgerError(_Frozen):
     itl_mean: float | None = Field(description="Measured / predicted mean ITL.")
     requests_per_s: float | None = Field(description="Measured / predicted requests/s.")
     nearest: list[str] = Field(description="The entries used.")
+
+
+class ModeErrorInfo(_Frozen):
+    """The error one mode's prediction carries at this plan (`plan.model_error`)."""
+
+    mode: Mode = Field(description="agg or disagg.")
+    error: Figure = Field(description="Relative error of its throughput prediction there: "
+                                      "the root-mean-square of its nearest measured cases', "
+                                      "grown with the distance to them.")
+    distance: Figure = Field(description="Distance to the nearest measured case (0: the plan "
+                                         "is one; a unit is a factor e in a length, latency, "
+                                         "size or bandwidth, or one mismatch of arrivals, "
+                                         "weight format, engine or performance model).")
+    nearest: list[str] = Field(description="The measured cases it comes from, nearest first.")
+
+
+class Verdict(_Frozen):
+    """Whether disaggregation pays, with the margin and the error around it (what a CI job
+    reads: `too_close_to_call`, or `margin` against `model_error`, one unit)."""
+
+    disaggregation_pays: bool = Field(description="Whether disagg beats agg by 5%+.")
+    sentence: str = Field(description="Why the plan is the mode it is, in one sentence.")
+    margin: Figure | None = Field(
+        description="Disaggregated against aggregated, as a share of the aggregated figure: "
+                    "tokens/s per GPU (a budget: d / a - 1) or GPUs saved (a rate: "
+                    "(a - d) / a); negative where aggregated serving is ahead; None when only "
+                    "one mode meets the SLA.")
+    margin_of: str = Field(description="What the margin compares: tokens/s per GPU, or GPUs "
+                                       "saved.")
+    model_error: Figure | None = Field(
+        description="How far the margin may be off, given each mode's measured error near "
+                    "this plan, in the margin's unit (None: a mode was never measured).")
+    mode_errors: list[ModeErrorInfo] = Field(description="Each mode's error and its evidence.")
+    too_close_to_call: bool = Field(
+        description="The margin is inside the model's error: measure it (`compare_command`).")
+    uncertainty: str = Field(description="The margin against the error, in a sentence.")
+    compare_command: str | None = Field(
+        default=None, description="The `dis-serve compare` run of `topologies` on the user's "
+                                  "own GPUs that settles the verdict.")
+    topologies: dict[str, str] = Field(
+        default_factory=dict, description="The best deployment of each mode as a trtllm "
+                                          "topology, by mode.")
+    scenario: str | None = Field(default=None, description="The workload and SLA as a "
+                                                           "`bench` scenario.")
 
 
 class PerformanceModelInfo(_Frozen):
@@ -166,7 +215,8 @@ class PlanOutcome(_Frozen):
     plan: Deployment = Field(description="The deployment offered.")
     plan_yearly_usd: int = Field(description="What the plan's GPUs cost a year.")
     disaggregation_pays: bool = Field(description="Whether disagg beats agg by 5%+.")
-    verdict: str = Field(description="Why the plan is the mode it is, in one sentence.")
+    verdict: Verdict = Field(description="Whether disaggregation pays, by how much, and "
+                                         "whether the data can tell.")
     savings: SavingsInfo | None = Field(description="Against the best agg deployment.")
     top_disaggregated: list[Deployment]
     top_aggregated: list[Deployment]

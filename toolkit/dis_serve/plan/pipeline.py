@@ -9,6 +9,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import yaml
+
 from ..evidence.fingerprint import capture, write_fingerprint
 from ..topology import Mode
 from .emit import (
@@ -21,13 +23,14 @@ from .emit import (
 )
 from .ledger import recorded_error
 from .mocker_profile import profile_tables, write_profile
-from .outcome import PlanOutcome, Replay
+from .outcome import PlanOutcome, Replay, Verdict
 from .plots import pareto_png
 from .recommend import PlanResult, make_plan
 from .replay import replay_plan
 from .request import PlanRequest
 from .search import Candidate
-from .to_outcome import plan_outcome, replay_summary
+from .to_outcome import plan_outcome, replay_summary, verdict_info
+from .verdict import compare_command, settling_scenario, uncertainty
 from .verify import Attempt, Verification, closeness, replay_failure, verified
 
 DEFAULT_PLANS_DIR = Path(".dis-serve/plans")
@@ -63,9 +66,10 @@ def run_plan(request: PlanRequest, out_dir: Path | None = None, *, emit: Path | 
         emit.parent.mkdir(parents=True, exist_ok=True)
         emit.write_text(chosen_file.read_text())
         files["emitted topology"] = emit.resolve()
+    verdict = _verdict(result, out_dir, files)
     files["plan.json"] = out_dir / PLAN_FILE
     outcome = plan_outcome(result, replays, files, checks,
-                           emit_refused=refused if emit is not None else None)
+                           emit_refused=refused if emit is not None else None, verdict=verdict)
     outcome = outcome.model_copy(update={"measured_error": recorded_error(outcome)})
     files["plan.json"].write_text(outcome.model_dump_json(indent=2) + "\n")
     return outcome
@@ -116,6 +120,29 @@ def _write_topologies(result: PlanResult, out_dir: Path,
     }
 
 
+def _verdict(result: PlanResult, out_dir: Path, files: dict[str, Path]) -> Verdict:
+    """The verdict with its uncertainty; with both modes, their best deployments as trtllm
+    topologies and the plan's workload as a scenario, for the comparison that settles it."""
+    found = uncertainty(result)
+    sides = {c.mode: c for c in (result.best_agg, result.best_disagg) if c is not None}
+    if len(sides) < 2:
+        return verdict_info(result, found, {}, None, None)
+    request, topologies = result.request, {}
+    for mode, cand in sides.items():
+        header = (f"The best {mode.value} deployment of the plan {out_dir / PLAN_FILE} "
+                  f"({cand.label}), for the comparison that settles its verdict.")
+        topologies[mode] = write_topology(plan_topology(cand, request, result.workload),
+                                          out_dir / f"topology-{mode.value}.yaml", header)
+        files[f"topology ({mode.value}, trtllm)"] = topologies[mode]
+    scenario = out_dir / "scenario.yaml"
+    spec = settling_scenario(result, graph_name(request, result.chosen, False))
+    scenario.write_text(yaml.safe_dump(spec.model_dump(mode="json", exclude_unset=True),
+                                       sort_keys=False))
+    files["scenario (settles the verdict)"] = scenario
+    command = compare_command(topologies[Mode.AGG], topologies[Mode.DISAGG], scenario)
+    return verdict_info(result, found, topologies, scenario, command)
+
+
 def _replay_split(result: PlanResult, out_dir: Path) -> Replay:
     request, split = result.request, result.split
     assert split is not None
@@ -125,6 +152,6 @@ def _replay_split(result: PlanResult, out_dir: Path) -> Replay:
     replayed = replay_plan(request.target(), split, profile, result.workload,
                            ttft_sla_ms=request.ttft_ms, itl_sla_ms=request.itl_ms,
                            requests=request.replay_requests,
-                           gpus_per_node=request.gpus_per_node)
+                           gpus_per_node=request.gpus_per_node, sla_share=request.sla_share)
     return replay_summary("split", split, replayed,
                           replay_failure(split, replayed, result.workload))

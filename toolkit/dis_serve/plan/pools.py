@@ -126,6 +126,13 @@ class AggCurve:
     def capacity_per_s(self, max_batch: int) -> float:
         return self._at("rate_per_s", max_batch)
 
+    def saturated_per_s(self, max_batch: int) -> float:
+        """The most requests a second the worker completes with at most `max_batch` in
+        flight: the peak of its completions, which flatten (and may dip) well below the cap
+        once the steps are compute-bound."""
+        return max([p.rate_per_s for b, p in zip(self.batches, self.points, strict=True)
+                    if b <= max_batch] + [self.capacity_per_s(max_batch)])
+
     def concurrency_at(self, rate_per_s: float) -> float | None:
         """Requests in flight when the worker completes `rate_per_s` (None: beyond what its
         largest batch completes)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from .perf_model import ModelOnGpu
 from .pools import AggCurve, DecodeCurve, PrefillWorker
@@ -37,8 +38,9 @@ MAX_SLOT_LOAD = 0.9
 # prefill rate-matching degradation (a serving prefill worker loses that much to scheduling
 # and transfer gaps a pure pass time does not show).
 MAX_PREFILL_LOAD = 0.9
-# Standard normal 90th percentile.
-P90_Z = 1.2816
+# The share of requests the SLA's percentile holds for unless the plan says otherwise (p90:
+# nine in ten).
+DEFAULT_SLA_SHARE = 0.9
 # An aggregated worker's batch cap sits this many standard deviations of its (Poisson)
 # concurrency above the planned mean, so a burst queues rarely (`agg_concurrency_spread`).
 AGG_SLOT_HEADROOM_Z = 2.0
@@ -54,6 +56,10 @@ class Prediction:
     itl_ms: float
     itl_p90_ms: float
     """90th percentile over requests of each request's own mean inter-token latency."""
+    ttft_tail_ms: float
+    """TTFT at the SLA's percentile (`sla_share`; the 90th percentile by default)."""
+    itl_tail_ms: float
+    """Per-request mean ITL at the SLA's percentile."""
     queue_wait_ms: float
     """Mean wait for a prefill worker (disagg) or for a batch slot (agg)."""
     service_ms: float
@@ -65,6 +71,13 @@ class Prediction:
     slot_utilization: float
     """Busy share of decode (or aggregated) batch slots."""
     concurrency_per_worker: float
+    sla_share: float = DEFAULT_SLA_SHARE
+    """The share of requests the tails are read at."""
+
+
+def normal_quantile(share: float) -> float:
+    """The standard normal deviate below which `share` of the mass lies (1.28 at 0.9)."""
+    return NormalDist().inv_cdf(share)
 
 
 def kv_transfer_gbps(tp_prefill: int, tp_decode: int, spans_nodes: bool) -> float:
@@ -97,7 +110,11 @@ def decode_concurrency(curve: DecodeCurve, rate_per_worker: float, osl: int,
 
 def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeCurve,
                    decode_batch: int, decode_workers: int, rate_per_s: float, *, osl: int,
-                   kv_transfer_ms: float, closed_loop: bool = False) -> Prediction | None:
+                   kv_transfer_ms: float, closed_loop: bool = False,
+                   sla_share: float = DEFAULT_SLA_SHARE) -> Prediction | None:
+    """The latencies at `rate_per_s`, their tails read at the 90th percentile and at the
+    SLA's (`sla_share`): the admission boundary at that share of a step, the queues' waits
+    at that share, the ITL that many standard deviations of the batch above its mean."""
     # A batching prefill worker runs a full batch only when prompts queue; a prompt that
     # finds a worker free runs alone. Capacity is the full batch's.
     prefill_wait = _wait(prefill_workers, prefill.service_ms / prefill.batch, rate_per_s,
@@ -119,26 +136,43 @@ def predict_disagg(prefill: PrefillWorker, prefill_workers: int, decode: DecodeC
     # Concurrency is Poisson-like (spread sqrt(b)); a request's ITL averages it over its
     # whole generation, which halves the spread it feels. A closed loop holds it fixed.
     spread = 0.0 if closed_loop else decode.itl_at(concurrency + math.sqrt(concurrency)) - itl
+
+    def ttft_at(share: float) -> float:
+        return (service + share * itl + steps + prefill_wait.tail_ms(share)
+                + slot_wait.tail_ms(share))
+
+    def itl_at(share: float) -> float:
+        return itl + normal_quantile(share) * spread / 2
+
     return Prediction(
         rate_per_s=rate_per_s,
         ttft_mean_ms=service + handoff + prefill_wait.mean_ms + slot_wait.mean_ms,
-        ttft_p90_ms=service + 0.9 * itl + steps + prefill_wait.p90_ms + slot_wait.p90_ms,
-        itl_ms=itl, itl_p90_ms=itl + P90_Z * spread / 2,
+        ttft_p90_ms=ttft_at(0.9), itl_ms=itl, itl_p90_ms=itl_at(0.9),
+        ttft_tail_ms=ttft_at(sla_share), itl_tail_ms=itl_at(sla_share),
         queue_wait_ms=prefill_wait.mean_ms, service_ms=service,
         handoff_ms=handoff, decode_wait_ms=slot_wait.mean_ms,
         prefill_utilization=prefill_wait.utilization,
-        slot_utilization=concurrency / decode_batch, concurrency_per_worker=concurrency)
+        slot_utilization=concurrency / decode_batch, concurrency_per_worker=concurrency,
+        sla_share=sla_share)
 
 
 def predict_agg(curve: AggCurve, workers: int, max_batch: int, rate_per_s: float, *,
-                closed_loop: bool = False) -> Prediction | None:
+                closed_loop: bool = False,
+                sla_share: float = DEFAULT_SLA_SHARE) -> Prediction | None:
     """An aggregated pool: each worker holds as many requests as it completes per second
     times their latency (Little's law), and serves them as AIConfigurator's in-flight
-    batching estimate says a batch of that size is served. Poisson arrivals spread the
-    batch by its square root times how steeply it grows with the rate
-    (`agg_concurrency_spread`): the 90th percentiles are read that much higher, and the cap
-    must leave room for it; a closed loop holds the batch where it is, up to the cap."""
+    batching estimate says a batch of that size is served. Under Poisson arrivals a worker
+    carries at most MAX_SLOT_LOAD of its saturated throughput, as a decode worker's slots do
+    (near saturation a burst slows every step and the batch drifts: MLPerf's H100 Server run
+    delivered 0.88 of its offline throughput where the plan, at 99% of saturation, had
+    promised 1.00), and the arrivals spread the batch by its square root times how steeply
+    it grows with the rate (`agg_concurrency_spread`): the percentiles are read that much
+    higher, and the cap must leave room for it; a closed loop holds the batch where it is,
+    up to the cap. The
+    tails are read at the 90th percentile and at the SLA's (`sla_share`)."""
     rate = rate_per_s / workers
+    if not closed_loop and rate > MAX_SLOT_LOAD * curve.saturated_per_s(max_batch):
+        return None
     concurrency = curve.concurrency_at(rate)
     if concurrency is None:
         return None
@@ -159,15 +193,24 @@ def predict_agg(curve: AggCurve, workers: int, max_batch: int, rate_per_s: float
     # A request's ITL averages the batch over its whole generation, which halves the spread
     # it feels (as for decode workers).
     itl_spread = curve.itl_at(concurrency + spread) - itl
+
+    def ttft_at(share: float) -> float:
+        z = normal_quantile(share)
+        return (max(ttft, curve.ttft_at(concurrency + z * spread)) + boundary
+                + prompt_wait.tail_ms(share))
+
+    def itl_at(share: float) -> float:
+        return itl + normal_quantile(share) * itl_spread / 2
+
     return Prediction(
         rate_per_s=rate_per_s, ttft_mean_ms=ttft + boundary + prompt_wait.mean_ms,
-        ttft_p90_ms=(max(ttft, curve.ttft_at(concurrency + P90_Z * spread)) + boundary
-                     + prompt_wait.p90_ms),
-        itl_ms=itl, itl_p90_ms=itl + P90_Z * itl_spread / 2,
+        ttft_p90_ms=ttft_at(0.9), itl_ms=itl, itl_p90_ms=itl_at(0.9),
+        ttft_tail_ms=ttft_at(sla_share), itl_tail_ms=itl_at(sla_share),
         queue_wait_ms=prompt_wait.mean_ms, service_ms=ttft, handoff_ms=0.0,
         decode_wait_ms=0.0,
         prefill_utilization=curve.prefill_share_at(concurrency),
-        slot_utilization=concurrency / max_batch, concurrency_per_worker=concurrency)
+        slot_utilization=concurrency / max_batch, concurrency_per_worker=concurrency,
+        sla_share=sla_share)
 
 
 # Relative step in the request rate for the slope of concurrency against rate.

@@ -13,7 +13,7 @@ scheduler afterwards, so these are first-order estimates, not the verdict.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Squared coefficient of variation of service times: 0 = deterministic (same-length prompts).
 DETERMINISTIC_SERVICE_SCV = 0.0
@@ -60,13 +60,24 @@ class Wait:
     utilization: float
     delayed: float = 0.0
     """Share of arrivals that find every server busy."""
+    delayed_mean_ms: float = 0.0
+    """Mean wait of an arrival that finds every server busy."""
 
     @property
     def stable(self) -> bool:
         return self.utilization < 1.0
 
+    def tail_ms(self, share: float) -> float:
+        """The wait that `share` of arrivals stay within: P(W > t) = C exp(-t / delayed
+        mean), zero unless more than 1 - share of arrivals wait (`p90_ms` at 0.9)."""
+        if not self.stable:
+            return math.inf
+        missed = 1.0 - share
+        return self.delayed_mean_ms * math.log(self.delayed / missed) if (
+            self.delayed > missed) else 0.0
 
-UNSTABLE = Wait(math.inf, math.inf, math.inf, 1.0)
+
+UNSTABLE = Wait(math.inf, math.inf, math.inf, 1.0, math.inf)
 
 
 def pool_wait(*, servers: int, service_ms: float, rate_per_s: float,
@@ -82,7 +93,5 @@ def pool_wait(*, servers: int, service_ms: float, rate_per_s: float,
     delayed = erlang_c(servers, rate_per_s / mu)
     scale = (1.0 + service_scv) / 2.0
     delayed_mean_ms = 1000.0 * scale / (capacity - rate_per_s)
-    mean_ms = delayed * delayed_mean_ms
-    # P(W > t) = C * exp(-t / delayed_mean): zero at the 90th percentile unless C > 10%.
-    p90_ms = delayed_mean_ms * math.log(delayed / 0.1) if delayed > 0.1 else 0.0
-    return Wait(mean_ms, p90_ms, utilization, delayed)
+    wait = Wait(delayed * delayed_mean_ms, 0.0, utilization, delayed, delayed_mean_ms)
+    return replace(wait, p90_ms=wait.tail_ms(0.9))

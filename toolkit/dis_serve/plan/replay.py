@@ -20,7 +20,7 @@ from ..engines import planned_engine
 from ..sizing import fit_worker_memory
 from ..topology import Mode, PoolRole
 from .perf_model import ModelOnGpu
-from .predict import kv_transfer_gbps
+from .predict import DEFAULT_SLA_SHARE, kv_transfer_gbps
 from .request import Workload
 from .search import Candidate, PoolPlan
 
@@ -128,9 +128,14 @@ class ReplayResult:
     itl_mean_ms: float
     itl_p90_ms: float
     """90th percentile of the requests' own mean inter-token latency."""
+    ttft_tail_ms: float
+    """TTFT at the SLA's percentile (`sla_share`)."""
+    itl_tail_ms: float
     served_rate: float
     output_tokens_per_s: float
     sla_met_share: float
+    sla_share: float
+    """The share of requests the plan promises meet the SLA (its percentile)."""
     wall_s: float
     window_arrivals: int = 0
     """Requests that arrived in the measured window (of the slice that ran)."""
@@ -171,7 +176,8 @@ def engine_args(target: ModelOnGpu, plan: Candidate, pool: PoolPlan, profile: Pa
 
 def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Workload, *,
                 ttft_sla_ms: float, itl_sla_ms: float, requests: int | None = None,
-                gpus_per_node: int, seed: int = 42) -> ReplayResult:
+                gpus_per_node: int, seed: int = 42,
+                sla_share: float = DEFAULT_SLA_SHARE) -> ReplayResult:
     """Replay the workload at the plan's rate on a representative slice of it: `requests`
     synthetic requests (default: enough for a steady state), or the trace itself (whole)."""
     # The simulator logs every routing decision at INFO; keep the terminal readable.
@@ -204,7 +210,7 @@ def replay_plan(target: ModelOnGpu, plan: Candidate, profile: Path, workload: Wo
                                             request_rate=rate, arrival_seed=seed, **kwargs)
     wall = time.perf_counter() - started
     result = summarize(report, rate, wall, ttft_sla_ms=ttft_sla_ms, itl_sla_ms=itl_sla_ms,
-                       replayed=part.describe(plan),
+                       replayed=part.describe(plan), sla_share=sla_share,
                        closed_loop=in_flight(plan, rate) if workload.closed_loop else None)
     # Throughput of the slice, stated for the whole deployment.
     return replace(result, served_rate=result.served_rate / part.share,
@@ -237,7 +243,8 @@ def _steady_state_requests(plan: Candidate, rate: float) -> int:
 
 def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
               itl_sla_ms: float, replayed: str = "the whole deployment",
-              closed_loop: int | None = None) -> ReplayResult:
+              closed_loop: int | None = None,
+              sla_share: float = DEFAULT_SLA_SHARE) -> ReplayResult:
     """Steady-state figures: requests that arrive after the batch has filled (WARMUP_E2E
     end-to-end latencies in) and finish before arrivals stop; the whole run when it is too
     short to have such a window (the result says so). `closed_loop`: the requests a closed
@@ -260,14 +267,19 @@ def summarize(report, offered_rate: float, wall_s: float, *, ttft_sla_ms: float,
     itls = sorted(r["itl_ms"] for r in window)
     mean_output = statistics.fmean(r["output_length"] for r in window)
     met = sum(1 for r in window if r["ttft_ms"] <= ttft_sla_ms and r["itl_ms"] <= itl_sla_ms)
+
+    def at(values: list[float], share: float) -> float:
+        return values[int(share * (len(values) - 1))]
+
     return ReplayResult(
         replayed=replayed, requests=len(done), measured_requests=len(window), steady=steady,
         offered_rate=offered_rate, arrival_rate=arrived,
-        ttft_mean_ms=statistics.fmean(ttfts), ttft_p90_ms=ttfts[int(0.9 * (len(ttfts) - 1))],
-        itl_mean_ms=statistics.fmean(itls), itl_p90_ms=itls[int(0.9 * (len(itls) - 1))],
+        ttft_mean_ms=statistics.fmean(ttfts), ttft_p90_ms=at(ttfts, 0.9),
+        itl_mean_ms=statistics.fmean(itls), itl_p90_ms=at(itls, 0.9),
         served_rate=served, output_tokens_per_s=served * mean_output,
         sla_met_share=met / len(window), wall_s=wall_s,
-        window_arrivals=arrivals, in_system=in_system)
+        window_arrivals=arrivals, in_system=in_system, sla_share=sla_share,
+        ttft_tail_ms=at(ttfts, sla_share), itl_tail_ms=at(itls, sla_share))
 
 
 def _steady_window(done: list[dict]) -> tuple[list[dict], float, float, bool]:

@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Annotated
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PositiveInt,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
 from ..catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
 from ..errors import UserInputError
-from ..topology import Hardware, KvCacheDtype, PlacementKind, WeightDtype
+from ..inputs import options
+from ..inputs.options import CliFlag
+from ..inputs.request_model import RequestModel
+from ..topology import Hardware, KvCacheDtype, Placement, PlacementKind, WeightDtype
 from .perf_model import ModelOnGpu, PerfSource
 
 # Mooncake traces hash prompts in blocks of 512 tokens.
@@ -85,16 +85,6 @@ def read_trace(path: Path, block_size: int = MOONCAKE_BLOCK_TOKENS) -> TraceStat
         rate_per_s=(len(stamps) - 1) / span_s if span_s > 0 else None, block_size=block_size)
 
 
-@dataclass(frozen=True)
-class CliFlag:
-    """How a `PlanRequest` field is spelled on `dis-serve plan`'s command line where it is not
-    `--field-name` (AIPerf's `CLIParameter` idea): the CLI builds its options from the fields,
-    and an error or help text naming a field in backticks shows the user its flag."""
-
-    name: str | None = None
-    metavar: str | None = None
-
-
 # The models the planner has data for (AIConfigurator's names them); the others in the
 # catalog can run, but not be planned.
 PLANNED_MODELS = tuple(k for k, m in KNOWN_MODELS.items() if m.aiconfigurator_name)
@@ -103,13 +93,11 @@ NODE_GPUS = Hardware.model_fields["gpus_per_node"]
 SPLIT_PATTERN = re.compile(r"(\d+):(\d+)")
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(RequestModel):
     """One planning question. Either `rate` (fewest GPUs that serve it) or `budget` (most
     goodput those GPUs give), and either `isl`/`osl` or a `trace`. Each field is a flag of
-    `dis-serve plan` (`flag_of`), its description the flag's help."""
-
-    # inf and nan are no SLA, rate or price: refused here, not deep in the search.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    `dis-serve plan` (`flag_of`), its description the flag's help (inputs/options.py);
+    inf and nan are no SLA, rate or price (RequestModel), refused here, not in the search."""
 
     model: str = Field(description="Catalog key or Hugging Face id: "
                                    + ", ".join(PLANNED_MODELS) + ".")
@@ -147,11 +135,17 @@ class PlanRequest(BaseModel):
                                         "fewest GPUs.")
     budget: int | None = Field(default=None, gt=0, le=4096,
                                description="Objective (b): most goodput from this many GPUs.")
-    ttft_ms: float = Field(gt=0, description="SLA: 90th-percentile time to first token (ms).")
-    # The search bounds the predicted 90th percentile of per-request mean ITL, the replay
+    ttft_ms: float = Field(gt=0, description="SLA: time to first token at `sla_percentile` "
+                                             "(ms).")
+    # The search bounds the predicted percentile of per-request mean ITL, the replay
     # counts requests whose mean ITL (and TTFT) meet it: one statistic, said once.
-    itl_ms: float = Field(gt=0, description="SLA: 90th percentile of each request's mean "
-                                            "inter-token latency (ms).")
+    itl_ms: float = Field(gt=0, description="SLA: each request's mean inter-token latency at "
+                                            "`sla_percentile` (ms).")
+    sla_percentile: float = Field(
+        default=90.0, ge=50, le=99.9,
+        description="The percentile `ttft_ms` and `itl_ms` bound: that share of requests meets "
+                    "both (90: nine in ten; MLPerf's Server and Interactive scenarios bound the "
+                    "99th).")
     price_per_gpu_hour: Annotated[float | None, CliFlag("--price")] = Field(
         default=None, gt=0, description="USD per GPU-hour (default: the catalog's list "
                                         "price).")
@@ -168,7 +162,7 @@ class PlanRequest(BaseModel):
                              CliFlag(metavar="PREFILL:DECODE")] = Field(
         default=None, description="Also evaluate a fixed PREFILL:DECODE GPU split, e.g. 8:40.")
     placement: PlacementKind = Field(
-        default=PlacementKind.LOCAL,
+        default=Placement().kind,
         description="Where the trtllm topology runs: local (one machine), hosts (one script "
                     "per machine; set each node's address) or slurm (one sbatch job); its nodes "
                     "come from the GPUs and `gpus_per_node`, prefill packed beside decode so "
@@ -187,6 +181,14 @@ class PlanRequest(BaseModel):
         default=False,
         description="Give the trtllm topology an autoscale section: on Kubernetes Dynamo's "
                     "SLA planner then holds the SLA within the planned GPUs.")
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _known_gpu(cls, value: object) -> object:
+        if isinstance(value, str) and value not in {g.value for g in GpuType}:
+            raise ValueError(f"unknown GPU {value!r}; use one of "
+                             + ", ".join(g.value for g in GpuType))
+        return value
 
     @field_validator("compare_split", mode="before")
     @classmethod
@@ -246,6 +248,11 @@ class PlanRequest(BaseModel):
         return Objective.MOST_GOODPUT if self.budget is not None else Objective.FEWEST_GPUS
 
     @property
+    def sla_share(self) -> float:
+        """The share of requests the SLA holds for (0.9 at the 90th percentile)."""
+        return self.sla_percentile / 100.0
+
+    @property
     def hourly_price(self) -> float:
         return self.price_per_gpu_hour or GPUS[self.gpu].price_per_hour_usd
 
@@ -294,28 +301,31 @@ class Workload:
                    stats.max_osl, rate, stats)
 
 
+class PlanFiles(RequestModel):
+    """What `dis-serve plan` writes, beside the question: where its files go and whether to
+    copy its topology."""
+
+    out: Path | None = Field(
+        default=None, description="Directory for plan.json, pareto.png, topologies and the "
+                                  "mocker profile (default: .dis-serve/plans/NAME).")
+    emit: Path | None = Field(
+        default=None, description="Also write the chosen topology here (the mocker graph with "
+                                  "`mock`); refused for a plan that failed its replay unless "
+                                  "`force`.")
+    mock: bool = Field(default=False, description="`emit` writes the mocker graph timed like "
+                                                  "the planned GPUs.")
+    force: bool = Field(default=False,
+                        description="`emit` the plan even if it failed its replay.")
+
+
 def build_request(**values: object) -> PlanRequest:
     """A `PlanRequest` from keyword values (None: the default); any problem becomes one
     UserInputError whose key is the field and whose message names fields in backticks, for
     the caller to word in its own terms (the CLI's flags)."""
-    try:
-        return PlanRequest(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else None
-        message = error["msg"].removeprefix("Value error, ")
-        if field == "gpu":
-            message = f"unknown GPU {values.get('gpu')!r}; use one of " + ", ".join(
-                g.value for g in GpuType)
-        raise UserInputError(message, key=field) from None
+    return options.parse_values(PlanRequest, values)
 
 
 def flag_of(field: str) -> str:
     """The `dis-serve plan` flag of a `PlanRequest` field: `--price` for
     `price_per_gpu_hour`, `--field-name` where the field says nothing else."""
-    return cli_flag(field).name or "--" + field.replace("_", "-")
-
-
-def cli_flag(field: str) -> CliFlag:
-    info = PlanRequest.model_fields[field]
-    return next((m for m in info.metadata if isinstance(m, CliFlag)), CliFlag())
+    return options.flag_of(PlanRequest, field)

@@ -10,11 +10,13 @@ from ..topology import Mode
 from .emit import placement_note
 from .outcome import (
     Deployment,
+    ModeErrorInfo,
     PerformanceModelInfo,
     PlannedPool,
     PlanOutcome,
     Replay,
     SavingsInfo,
+    Verdict,
     VerificationStep,
     WorkloadInfo,
 )
@@ -23,6 +25,7 @@ from .recommend import PlanResult
 from .replay import ReplayResult
 from .request import Objective
 from .search import Candidate
+from .verdict import Uncertainty, sentence
 from .verify import Verification
 
 # Where a replayed figure differs from the prediction by more than this, the report names it.
@@ -43,7 +46,8 @@ def plan_title(result: PlanResult) -> str:
         f" (trace {wl.trace.path.name})" if wl.trace
         else " (offline: closed loop)" if wl.closed_loop else "")
     return (f"{req.target().name} on {req.gpu.value} (trtllm, {req.dtype.value}), {lengths}, "
-            f"{goal}; SLA: p90 TTFT <= {req.ttft_ms:g} ms, p90 ITL <= {req.itl_ms:g} ms")
+            f"{goal}; SLA: p{req.sla_percentile:g} TTFT <= {req.ttft_ms:g} ms, "
+            f"p{req.sla_percentile:g} ITL <= {req.itl_ms:g} ms")
 
 
 def deployment(cand: Candidate) -> Deployment:
@@ -57,6 +61,7 @@ def deployment(cand: Candidate) -> Deployment:
         tokens_per_s_per_user=cand.tokens_per_s_per_user,
         ttft_mean_ms=pred.ttft_mean_ms, ttft_p90_ms=pred.ttft_p90_ms,
         itl_mean_ms=pred.itl_ms, itl_p90_ms=pred.itl_p90_ms,
+        ttft_tail_ms=pred.ttft_tail_ms, itl_tail_ms=pred.itl_tail_ms,
         runs_out_first=cand.limit)
 
 
@@ -69,7 +74,8 @@ def replay_summary(name: str, cand: Candidate, rep: ReplayResult,
         measured_requests=rep.measured_requests,
         steady=rep.steady, ttft_mean_ms=rep.ttft_mean_ms,
         ttft_p90_ms=rep.ttft_p90_ms, itl_mean_ms=rep.itl_mean_ms,
-        itl_p90_ms=rep.itl_p90_ms, requests_per_s=rep.served_rate,
+        itl_p90_ms=rep.itl_p90_ms, ttft_tail_ms=rep.ttft_tail_ms, itl_tail_ms=rep.itl_tail_ms,
+        requests_per_s=rep.served_rate,
         output_tokens_per_s=rep.output_tokens_per_s,
         sla_met_share=rep.sla_met_share, passed=failure is None, failed_because=failure,
         wall_s=rep.wall_s,
@@ -118,8 +124,25 @@ def _agreement(name: str, cand: Candidate, rep: ReplayResult) -> str:
     return text
 
 
+def verdict_info(result: PlanResult, found: Uncertainty, topologies: dict[Mode, Path],
+                 scenario: Path | None, command: str | None) -> Verdict:
+    """The verdict `plan.json` holds: the decision, its margin, the error around it and how
+    to settle it."""
+    return Verdict(
+        disaggregation_pays=result.disagg_pays, sentence=result.verdict, margin=found.margin,
+        margin_of=found.basis, model_error=found.model_error,
+        mode_errors=[ModeErrorInfo(mode=e.mode, error=e.error, distance=e.distance,
+                                   nearest=[c.source for c in e.nearest])
+                     for e in found.errors],
+        too_close_to_call=found.too_close_to_call, uncertainty=sentence(found, command),
+        compare_command=command,
+        topologies={mode.value: str(path) for mode, path in topologies.items()},
+        scenario=None if scenario is None else str(scenario))
+
+
 def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Path],
-                 checks: dict[Mode, Verification], emit_refused: str | None) -> PlanOutcome:
+                 checks: dict[Mode, Verification], emit_refused: str | None,
+                 verdict: Verdict) -> PlanOutcome:
     """Everything `plan.json` holds, from the search's result and what the replay saw."""
     request, model, savings = result.request, result.model, result.savings
     steps = [VerificationStep(mode=mode, deployment=a.candidate.label, gpus=a.candidate.gpus,
@@ -137,7 +160,7 @@ def plan_outcome(result: PlanResult, replays: list[Replay], files: dict[str, Pat
                                                fallback_reason=model.fallback_reason),
         calibration=result.calibration, plan=deployment(result.chosen),
         plan_yearly_usd=round(yearly_cost(result.chosen.gpus, request.hourly_price)),
-        disaggregation_pays=result.disagg_pays, verdict=result.verdict,
+        disaggregation_pays=result.disagg_pays, verdict=verdict,
         savings=None if savings is None else SavingsInfo(
             gpus=savings.gpus, agg_gpus=savings.agg_gpus, share=round(savings.share, 4),
             yearly_usd=round(savings.yearly_usd), price_per_gpu_hour=request.hourly_price),

@@ -19,7 +19,6 @@ from .replay import ReplayResult, replay_plan
 from .request import Objective, Workload
 from .search import (
     BACKOFF_STEP,
-    SLA_SHARE,
     Candidate,
     PoolPlan,
     SearchSpace,
@@ -58,9 +57,9 @@ def replay_failure(cand: Candidate, rep: ReplayResult, workload: Workload) -> st
     requests the planner sized it with did not span them; a trace is replayed as it is, so
     only a synthetic run is held to this), or it served less than planned by more than one
     back-off step beyond what its window can resolve. Each fails alike, at a loose SLA too."""
-    if rep.sla_met_share < SLA_SHARE:
+    if rep.sla_met_share < rep.sla_share:
         return (f"met the SLA for {rep.sla_met_share:.0%} of replayed requests, short of the "
-                f"{SLA_SHARE:.0%} it promises")
+                f"{rep.sla_share:.0%} it promises")
     if not rep.steady:
         if workload.trace is None:
             return ("never reached a steady state in replay (its latencies outlasted the run "
@@ -106,7 +105,7 @@ class Verification:
 
 def closeness(attempt: Attempt) -> tuple[float, float]:
     """Which failed attempt came closest: the SLA share first, then the throughput kept."""
-    return (min(attempt.replay.sla_met_share, SLA_SHARE),
+    return (min(attempt.replay.sla_met_share, attempt.replay.sla_share),
             attempt.replay.served_rate / attempt.candidate.rate)
 
 
@@ -126,7 +125,8 @@ def verify_mode(result: PlanResult, mode: Mode, out_dir: Path) -> Verification |
         replayed = replay_plan(request.target(), cand, profile, result.workload,
                                ttft_sla_ms=request.ttft_ms, itl_sla_ms=request.itl_ms,
                                requests=request.replay_requests,
-                               gpus_per_node=request.gpus_per_node)
+                               gpus_per_node=request.gpus_per_node,
+                               sla_share=request.sla_share)
         attempts.append(Attempt(cand, replayed, profile,
                                 replay_failure(cand, replayed, result.workload)))
         if attempts[-1].passed:

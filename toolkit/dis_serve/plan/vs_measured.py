@@ -2,12 +2,14 @@
 table, and in the ledger.
 
 `dis-serve plan --emit` names the plan's `plan.json` in the emitted topology's header (a
-mocker graph also has it beside its `mocker.profile_data`); after a `bench` of that graph the
-CLI calls `after_bench`, which finds the plan, compares the sweep point whose measured
-throughput is closest to the planned rate with what the plan predicted and what Dynamo's
-replay saw, and appends every point to the ledger (`ledger`). It lives here, not in `bench`,
-because `plan` already reads `bench` results (calibration): `bench` knows nothing of plans,
-so the two packages do not import each other."""
+mocker graph also has it beside its `mocker.profile_data`). Every measured run of that graph
+(a bench, each run of a compare, chaos's fault-free run) ends in the after-bench hook
+`record_planned_run`, which dis_serve/workflows gives them: `after_bench` finds the plan,
+compares the sweep point whose measured throughput is closest to the planned rate with what
+the plan predicted and what Dynamo's replay saw, and appends every point to the ledger
+(`ledger`). It lives here, not in `bench`, because `plan` already reads `bench` results
+(calibration): `bench` knows nothing of plans, so the two packages do not import each
+other."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..bench.metrics import BenchResult, PointResult
+from ..bench.runner import BenchRun
 from ..topology import Topology
 from .emit import PLAN_FILE, plan_file_named_in
-from .ledger import append, entries_for
+from .ledger import append, entries_for, ledger_path
 from .outcome import PlanOutcome
 
 
@@ -100,3 +103,19 @@ def after_bench(result: BenchResult, report_md: Path) -> int | None:
             out.write(section)
     outcome, plan_file = planned
     return append(entries_for(outcome, plan_file, result))
+
+
+def record_planned_run(run: BenchRun) -> str | None:
+    """The after-bench hook (bench/runner.AfterBench) every measured run gets: for a planned
+    graph, `after_bench` and a line saying how many points the ledger gained. A run of the
+    file's topology with a key changed (an arm of `compare --vary`) is no run of the plan."""
+    from ..yaml_input import load_model_file
+
+    file = run.result.topology_file
+    if file is None or not Path(file).is_file() or (
+            load_model_file(Topology, Path(file)).digest != run.topology_digest):
+        return None
+    recorded = after_bench(run.result, run.files.markdown)
+    if recorded is None:
+        return None
+    return f"planned graph: {recorded} point(s) added to the ledger {ledger_path()}"

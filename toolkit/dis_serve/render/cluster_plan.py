@@ -13,7 +13,6 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engines import engine_for
-from ..placement import NodeLayout, WorkerSlot, node_layout
 from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
@@ -29,6 +28,7 @@ from .launch_plan import (
     worker_spec,
 )
 from .launch_plan import frontend_spec as _frontend_spec
+from .node_layout import NodeLayout, WorkerSlot, node_layout
 from .shell_words import runtime
 from .tls_planes import (
     dynamo_tls_env,
@@ -38,11 +38,6 @@ from .tls_planes import (
     node_pki,
 )
 
-# The plan as JSON in the run directory, where each node's agent reads its share.
-CLUSTER_PLAN_FILE = "cluster-plan.json"
-# Written to ask every node's agent to stop its node in order (`down`, the batch script's
-# trap); the agents watch for it (launch/agent_contact.py).
-STOP_REQUEST_FILE = "stop-request"
 # The run-time variable for the head node's node-local directory of etcd's and NATS's data
 # (coordination.data_dir): the head's agent makes it and sets it (launch/node_data.py).
 DATA_DIR_VAR = "COORDINATION_DATA_DIR"

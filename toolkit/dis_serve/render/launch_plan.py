@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engines import engine_for
-from ..placement import WorkerSlot, worker_slots
 from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import (
     EtcdMode,
@@ -34,7 +33,8 @@ from .dynamo_argv import (
     worker_argv,
 )
 from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
-from .planner_config import planner_config
+from .node_layout import WorkerSlot, worker_slots
+from .planner_config import VIRTUAL, planner_config
 from .tls_planes import (
     endpoint_tls,
     etcd_tls_args,
@@ -258,7 +258,7 @@ def planner_specs(topo: Topology, target: TargetParams, run_dir: str) -> list[Pr
         "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]'}
     if scale.resolved_target.reads_prometheus:
         base["PROMETHEUS_ENDPOINT"] = scale.prometheus_url
-    config = json.dumps(planner_config(topo, "virtual"), sort_keys=True)
+    config = json.dumps(planner_config(topo, VIRTUAL), sort_keys=True)
     specs = []
     for name, port_name, port, argv in (
             ("planner", "system", scale.system_port,

@@ -7,15 +7,17 @@ Dynamo's own `PlannerConfig`, which the tests validate it with. Pure.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from ..planner_ceilings import plugin_entry
 from ..topology import Mode, PoolRole, Topology
 
-Environment = Literal["kubernetes", "virtual"]
+# Dynamo's planner environment off Kubernetes (the Kubernetes placement names its own:
+# placements/kubernetes/planner.py).
+VIRTUAL = "virtual"
 
 
-def planner_config(topo: Topology, environment: Environment) -> dict[str, Any]:
+def planner_config(topo: Topology, environment: str) -> dict[str, Any]:
     scale = topo.autoscale
     assert scale is not None
     target = scale.resolved_target
@@ -40,7 +42,7 @@ def planner_config(topo: Topology, environment: Environment) -> dict[str, Any]:
                    "throughput_adjustment_interval_seconds": scale.throughput_interval_s}
     if target.uses_load_thresholds:
         config |= _load_thresholds(topo)
-    if environment == "virtual":
+    if environment == VIRTUAL:
         # Off Kubernetes the planner runs beside other graphs: its dashboard binds every
         # interface (live_dashboard.py: 0.0.0.0) and its control API a fixed port (9086),
         # so both stay off; no periodic HTML reports in the working directory. The pools'

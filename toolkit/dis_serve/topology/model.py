@@ -20,6 +20,7 @@ MAX_SERVED_NAME_BYTES = 255
 MAX_MODEL_ID_BYTES = 4095
 MAX_PATH_COMPONENT_BYTES = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 
 class Architecture(Strict):
@@ -105,6 +106,11 @@ class Model(Strict):
     @property
     def name(self) -> str:
         return self.served_name or self.id
+
+    @property
+    def pinned_revision(self) -> str | None:
+        """`revision` when it is a commit hash (the weights it names cannot change)."""
+        return self.revision if _COMMIT_RE.fullmatch(self.revision) else None
 
     @property
     def max_seq_len(self) -> int:

@@ -1,7 +1,7 @@
 """GPU packing: which global GPU ids each worker of each pool gets.
 
 A pure function of the pools and the nodes' GPU counts, below `Topology`: its validator
-rejects pools that cannot be packed, and `dis_serve.placement.gpu_assignment` is what the
+rejects pools that cannot be packed, and `dis_serve.render.node_layout.gpu_assignment` is what the
 renderers and preflight read.
 """
 

@@ -21,6 +21,18 @@ class PlacementKind(StrEnum):
         etcd and NATS on the head node."""
         return self is not PlacementKind.LOCAL
 
+    @classmethod
+    def supervised_here(cls) -> PlacementKind:
+        """The placement of a graph whose supervisor runs in this process or beside it on
+        this machine (`up` of a local graph; `bench` brings any topology up that way)."""
+        return cls.LOCAL
+
+    @property
+    def started_by_hand(self) -> bool:
+        """dis-serve prepares the run directory and people start a script on each node:
+        it cannot start processes on machines it does not schedule."""
+        return self is PlacementKind.HOSTS
+
 
 class KvInterconnect(StrEnum):
     TCP = "tcp"
@@ -127,6 +139,18 @@ class Placement(Strict):
         if self.hosts is not None and self.slurm is not None:
             raise ValueError("placement has both hosts and slurm; keep one of them")
         return self
+
+    @property
+    def head_index(self) -> int:
+        """The node that runs etcd, NATS and the frontend."""
+        return self.hosts.head_index if self.hosts is not None else 0
+
+    def node_identity(self, index: int) -> tuple[str, str | None]:
+        """Node `index`'s name and cluster-facing address: a listed host's own; a Slurm
+        node's is resolved on the node when the job runs (None); this machine's loopback."""
+        if self.hosts is not None:
+            return self.hosts.nodes[index].name, self.hosts.nodes[index].address
+        return f"node{index}", None if self.slurm is not None else "127.0.0.1"
 
     @property
     def kind(self) -> PlacementKind:

@@ -1,0 +1,75 @@
+"""`render`: every chosen placement's files under one output directory, what to know before
+using them and what to run next. `render_files` is pure (what the golden tests pin);
+`write_rendered` is the only writer.
+
+    out/topology.json, out/local/, out/k8s/, out/hosts/, out/slurm/   (registry.py's order)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from ..topology import Topology
+from .base import RenderedTarget
+from .registry import ALL_TARGETS, chosen, target_names
+from .shared_files import TOPOLOGY_FILE, topology_json
+
+# `render --target` choices: one per placement, from the registry, and `all`.
+Target = StrEnum("Target", {name.upper(): name for name in [*target_names(), ALL_TARGETS]})
+
+
+def _rendered(topo: Topology, target: str, out_dir: Path,
+              source: str | None) -> list[RenderedTarget]:
+    return [p.render(topo, out_dir, source) for p in chosen(target, topo)]
+
+
+def render_files(topo: Topology, target: str, out_dir: Path) -> dict[str, str]:
+    """Everything `render` writes but the observability files and secrets, by path
+    relative to `out_dir`."""
+    files: dict[str, str] = {}
+    for rendered in _rendered(topo, target, out_dir, None):
+        files |= rendered.files
+    files[TOPOLOGY_FILE] = topology_json(topo)
+    return files
+
+
+@dataclass(frozen=True)
+class RenderOutcome:
+    written: list[str] = field(default_factory=list)  # each path, with what it is
+    warnings: list[str] = field(default_factory=list)
+    first_steps: list[str] = field(default_factory=list)  # before the files can be used
+    next_steps: list[str] = field(default_factory=list)
+
+
+def write_rendered(topo: Topology, target: str, out_dir: Path,
+                   source: str | None = None) -> RenderOutcome:
+    """Check, render and write the chosen placements' files (UserInputError, naming
+    `source`, for what a placement cannot use at all, before anything is written)."""
+    for placement in chosen(target, topo):
+        placement.check_renderable(topo, source)
+    parts = _rendered(topo, target, out_dir, source)
+    files = {TOPOLOGY_FILE: topology_json(topo)}
+    for part in parts:
+        files |= part.files | part.observability
+    written = [str(path) for path in write_files(files, out_dir)]
+    for part in parts:
+        if part.write_secrets is not None:
+            written += part.write_secrets(out_dir)
+    return RenderOutcome(written=written,
+                         warnings=[w for part in parts for w in part.warnings],
+                         first_steps=[s for part in parts for s in part.first_steps],
+                         next_steps=[s for part in parts for s in part.next_steps])
+
+
+def write_files(files: dict[str, str], out_dir: Path) -> list[Path]:
+    written = []
+    for relative, text in sorted(files.items()):
+        path = out_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        # The owner's alone (the scripts hold paths, the topology its settings): 0700 / 0600.
+        path.chmod(0o700 if path.suffix in (".sh", ".sbatch") else 0o600)
+        written.append(path)
+    return written

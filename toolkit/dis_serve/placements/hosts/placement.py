@@ -1,0 +1,70 @@
+"""Placement hosts: machines people start one script on each (`node-<name>.sh`), whose
+agents run the graph. Renders `hosts/` (the scripts, README, cluster plan, topology, engine
+configs, Prometheus files, the graph's CA) and opens `HostsHandle`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...topology import PlacementKind
+from ..base import RenderedTarget
+from ..cluster import rendering
+
+if TYPE_CHECKING:
+    from ...launch.run_record import RunRecord
+    from ...launch.rundir import RunDir
+    from ...topology import Topology
+    from .handle import HostsHandle
+
+
+class HostsPlacement:
+    target = "hosts"
+    kind = PlacementKind.HOSTS
+
+    def rendered_by_all(self, topo: Topology) -> bool:
+        return rendering.rendered_by_all(topo)
+
+    def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
+        from ..shared_files import engine_config_files
+        from .scripts import render_hosts_files, render_hosts_plan
+
+        files = {f"hosts/{name}": text for name, text in render_hosts_files(topo).items()}
+        return RenderedTarget(
+            files=files | engine_config_files(topo, self.target),
+            observability=rendering.cluster_observability(self.target,
+                                                          render_hosts_plan(topo)),
+            write_secrets=rendering.ca_writer(topo, self.target),
+            next_steps=[f"copy {out_dir / self.target} to every node and follow its "
+                        "README.md"])
+
+    def check_renderable(self, topo: Topology, source: str | None) -> None:
+        return None
+
+    def validate_warnings(self, topo: Topology) -> list[str]:
+        return []
+
+    def topology_section(self, nodes: int) -> dict:
+        """`placement:` of a planned topology on `nodes` machines: each named for its index
+        and addressed by that name until the user puts in the real address (a name the
+        cluster's DNS may well resolve)."""
+        return {"hosts": {"nodes": [{"name": f"node{n}", "address": f"node{n}"}
+                                    for n in range(nodes)]}}
+
+    def open(self, run: RunDir, topo: Topology) -> HostsHandle:
+        from .handle import HostsHandle
+
+        return HostsHandle(run, topo)
+
+    def reopen(self, run: RunDir, record: RunRecord | None) -> HostsHandle:
+        from .handle import HostsHandle
+
+        return HostsHandle(run, record=record)
+
+    def made_legacy_run(self, run: RunDir) -> bool:
+        """`prepare` wrote a cluster plan; a Slurm run has a job file, a local one a plan."""
+        return (run.cluster_plan_file.is_file() and not run.plan_file.is_file()
+                and not run.slurm_job_file.is_file())
+
+
+HOSTS = HostsPlacement()

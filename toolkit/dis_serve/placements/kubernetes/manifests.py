@@ -1,0 +1,274 @@
+"""Topology -> Kubernetes: a DynamoGraphDeployment (nvidia.com/v1beta1) for Dynamo's operator,
+and what it needs around it: the model-cache claim and its download Job, the ConfigMap
+holding the TensorRT-LLM engine configs, a NetworkPolicy around the workers and, when asked,
+a public Service for the frontend.
+
+The shape follows the DGD templates Dynamo 1.6.1 ships (dynamo/profiler/templates/dgd/) and
+NVIDIA's v1beta1 examples (examples/backends/trtllm/deploy/v1beta1/): `spec.components`, each
+with a `type` (frontend | prefill | decode | worker | planner), `replicas`,
+`sharedMemorySize` and a pod template whose container is named `main`. Pure: returns Python
+objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...engines import engine_for
+from ...render.dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
+from ...render.engine_config import dump_engine_config, engine_config_name, render_engine_configs
+from ...topology import PoolRole, Topology
+from .model_cache import (
+    cache_mount,
+    cache_volume,
+    claim_name,
+    marker_path,
+    model_path,
+    offline_env,
+    render_claim,
+    render_download_job,
+    wait_for_cache,
+)
+from .network import render_network_policy, render_public_service
+from .planner import planner_component
+from .pod import (
+    SYSTEM_PORT,
+    WORKER_GRACE_S,
+    container_security_context,
+    dynamo_namespace,
+    frontend_probes,
+    frontend_resources,
+    image_ref,
+    labels,
+    pod_security_context,
+    rdma_env,
+    uses_rdma,
+    worker_probes,
+    worker_resources,
+    worker_scheduling,
+)
+from .tls import (
+    client_secret,
+    frontend_probe_action,
+    frontend_tls_files,
+    planes_env,
+    planes_tls,
+    render_certificates,
+    secret_commands,
+    tls_volumes,
+)
+
+HTTP_PORT = 8000
+ENGINE_CONFIG_MOUNT = "/etc/dis-serve/engine"
+ROUTER_POLICY_MOUNT = "/etc/dis-serve/router"
+
+
+def config_map_name(topo: Topology) -> str:
+    return f"{topo.name}-engine-configs"
+
+
+def router_policy_map_name(topo: Topology) -> str:
+    return f"{topo.name}-router-policy"
+
+
+def target_params(topo: Topology) -> TargetParams:
+    """In the cluster the frontend serves the Service, so it binds all interfaces; the
+    operator supplies the namespace and the discovery endpoints; workers load the model from
+    the model cache (by id, or a pinned commit's snapshot directory) and read their engine
+    configs (and the frontend its router policy) from ConfigMaps; the frontend serves HTTPS
+    from its mounted Secret (k8s_tls.py)."""
+    policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
+    return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
+                        model_path=model_path(topo), engine_config_dir=ENGINE_CONFIG_MOUNT,
+                        router_policy_config=policy, frontend_tls=frontend_tls_files(topo))
+
+
+def _frontend_component(topo: Topology) -> dict[str, Any]:
+    target = target_params(topo)
+    # The model cache at the workers' own path: the frontend reads the tokenizer and config
+    # files where each worker registered them (model_cache.py says why).
+    container: dict[str, Any] = {
+        "name": "main", "image": image_ref(topo),
+        "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
+        "env": [*offline_env(), *planes_env(topo)],
+        "ports": [{"name": "http", "containerPort": HTTP_PORT}],
+        **frontend_probes("http", lambda path: frontend_probe_action(topo, path, HTTP_PORT,
+                                                                     "http")),
+        "resources": frontend_resources(topo),
+        "securityContext": container_security_context(topo, rdma=False),
+        "volumeMounts": [cache_mount(read_only=True)],
+    }
+    pod_spec: dict[str, Any] = {"securityContext": pod_security_context(topo),
+                                "containers": [container], "volumes": [cache_volume(topo)]}
+    mounts, volumes = tls_volumes(topo, frontend=True)
+    container["volumeMounts"] += mounts
+    pod_spec["volumes"] += volumes
+    if (wait := wait_for_cache(topo)) is not None:
+        pod_spec["initContainers"] = [wait]
+    if topo.router.policy_config:
+        # The policy file lives on the user's machine: it travels as a ConfigMap the user
+        # creates from it (`render` prints the command), mounted where the flag points.
+        container["volumeMounts"].append({"name": "router-policy",
+                                          "mountPath": ROUTER_POLICY_MOUNT, "readOnly": True})
+        pod_spec["volumes"].append({"name": "router-policy",
+                                    "configMap": {"name": router_policy_map_name(topo)}})
+    return {"name": "Frontend", "type": "frontend", "replicas": 1,
+            "podTemplate": {"spec": pod_spec}}
+
+
+def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The worker pod without its command: (pod spec, its `main` container)."""
+    container: dict[str, Any] = {
+        "name": "main", "image": image_ref(topo), "workingDir": "/workspace",
+        # The engine's environment, as on every target, then the pod's own.
+        "env": [*({"name": k, "value": v} for k, v in engine_for(topo.backend).worker_env.items()),
+                {"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
+                {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'},
+                *offline_env(), *rdma_env(topo), *planes_env(topo)],
+        "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
+        **worker_probes(topo),
+        "resources": worker_resources(topo, role),
+        "securityContext": container_security_context(topo, rdma=uses_rdma(topo)),
+        "volumeMounts": [cache_mount()],
+    }
+    pod_spec: dict[str, Any] = {
+        "securityContext": pod_security_context(topo),
+        "terminationGracePeriodSeconds": WORKER_GRACE_S,
+        **worker_scheduling(topo),
+        "containers": [container],
+        "volumes": [cache_volume(topo)],
+    }
+    mounts, volumes = tls_volumes(topo, frontend=False)
+    container["volumeMounts"] += mounts
+    pod_spec["volumes"] += volumes
+    if (wait := wait_for_cache(topo)) is not None:
+        pod_spec["initContainers"] = [wait]
+    if engine_for(topo.backend).uses_engine_config:
+        container["volumeMounts"].append({"name": "engine-configs",
+                                          "mountPath": ENGINE_CONFIG_MOUNT, "readOnly": True})
+        pod_spec["volumes"].append({"name": "engine-configs",
+                                    "configMap": {"name": config_map_name(topo)}})
+    return pod_spec, container
+
+
+def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
+    pool = topo.pools.get(role)
+    assert pool is not None
+    target = target_params(topo)
+    engine = engine_for(topo.backend)
+    pod_spec, container = _worker_pod(topo, role)
+    container["command"] = [target.python, "-m", engine.module]
+    container["args"] = worker_args(topo, role, target)
+    return {"name": role.k8s_component_name(engine.k8s_component_prefix),
+            "type": role.k8s_component_type,
+            "replicas": pool.workers,
+            # The operator mounts /dev/shm itself (and drops a user volume there); NCCL
+            # between a worker's TP ranks needs more than its 8Gi default.
+            "sharedMemorySize": topo.kubernetes.shared_memory,
+            "podTemplate": {"spec": pod_spec}}
+
+
+def render_dgd(topo: Topology) -> dict[str, Any]:
+    components = [_frontend_component(topo)]
+    components += [_worker_component(topo, role) for role, _ in topo.active_pools()]
+    if topo.autoscale is not None:
+        components.append(planner_component(topo))
+    spec: dict[str, Any] = {"components": components}
+    if (framework := engine_for(topo.backend).dgd_backend_framework) is not None:
+        spec = {"backendFramework": framework, **spec}
+    return {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": topo.name, "namespace": topo.kubernetes.namespace,
+                     "labels": labels(topo)},
+        "spec": spec,
+    }
+
+
+def render_config_map(topo: Topology) -> dict[str, Any] | None:
+    if not engine_for(topo.backend).uses_engine_config:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": config_map_name(topo), "namespace": topo.kubernetes.namespace,
+                     "labels": labels(topo)},
+        "data": {engine_config_name(role): dump_engine_config(config)
+                 for role, config in render_engine_configs(topo).items()},
+    }
+
+
+def render_manifests(topo: Topology) -> list[dict[str, Any]]:
+    """In apply order: what the DGD's pods mount or wait for comes before the DGD."""
+    docs = [render_claim(topo), render_download_job(topo), render_config_map(topo),
+            *render_certificates(topo), render_network_policy(topo),
+            render_public_service(topo), render_dgd(topo)]
+    return [doc for doc in docs if doc is not None]
+
+
+def operator_notes(topo: Topology) -> list[str]:
+    """What Dynamo's operator adds to or overrides in these manifests, said where a reader
+    of the manifest looks for it (the header of the rendered file)."""
+    shm = topo.kubernetes.shared_memory
+    notes = [
+        f"Dynamo namespace: the operator names it after the Kubernetes namespace and the "
+        f"DGD name, {dynamo_namespace(topo)}, and injects it (DYN_NAMESPACE) into every pod; "
+        "no component is given --namespace.",
+        f"/dev/shm: the operator mounts its own tmpfs of each component's sharedMemorySize "
+        f"(workers: {shm}; frontend and planner: its 8Gi default) and drops any volume a "
+        "pod template mounts there.",
+        "env: the operator adds DYN_NAMESPACE, DYN_PARENT_DGD_K8S_NAME, its platform's "
+        "etcd and NATS endpoints and the system port; a variable set here with the same "
+        "name wins.",
+        "probes: the ones set here replace the operator's defaults (its worker startup "
+        "probe allows 2 hours).",
+        "Service: the operator gives the frontend a ClusterIP Service of its own.",
+    ]
+    if planes_tls(topo):
+        notes.append(tls_note(topo))
+    if render_download_job(topo) is not None:
+        notes.append(f"model cache: the frontend and the workers wait (init container) "
+                     f"until the Job fills claim "
+                     f"{claim_name(topo)} and writes {marker_path(topo)}; they run offline. "
+                     "A Job's pod template cannot change: delete the Job before applying a "
+                     "new model or revision.")
+    return notes
+
+
+def tls_note(topo: Topology) -> str:
+    """What the pods' client certificates assume of the platform's etcd and NATS."""
+    kube = topo.kubernetes.tls
+    where = ("at kubernetes.tls.etcd_endpoints / nats_server"
+             if kube.etcd_endpoints or kube.nats_server else
+             "at the endpoints the operator injects (https:// for etcd, tls:// for NATS; "
+             "else set kubernetes.tls.etcd_endpoints and nats_server)")
+    return ("etcd and NATS: every pod presents the client certificate of Secret "
+            f"{client_secret(topo)}, so the platform's etcd and "
+            f"NATS must speak TLS with client certificates {where}; set "
+            "kubernetes.tls.planes: false where they do not.")
+
+
+def apply_warnings(topo: Topology) -> list[str]:
+    """What to fix in the topology before the manifest can serve in a cluster."""
+    from ...catalog import KNOWN_MODELS
+
+    if topo.model.id == KNOWN_MODELS["dis-serve-tiny"].hf_id:
+        return [f"{topo.model.id} is dis-serve's local tokenizer-only card, which a cluster "
+                "cannot download; set model.id to a real Hugging Face id before applying the "
+                "manifest"]
+    return []
+
+
+def apply_prerequisites(topo: Topology) -> list[str]:
+    """What must exist in the cluster before `kubectl apply`, as commands."""
+    kube = topo.kubernetes
+    namespace = f"-n {kube.namespace}"
+    steps = [f"kubectl create namespace {kube.namespace} (if it does not exist)"]
+    if not kube.model_cache.existing:
+        steps.append(f"kubectl create secret generic {kube.model_cache.hf_token_secret} "
+                     f"{namespace} --from-literal=HF_TOKEN=<your Hugging Face token>")
+    steps += secret_commands(topo)
+    if topo.router.policy_config:
+        steps.append(f"kubectl create configmap {router_policy_map_name(topo)} {namespace} "
+                     f"--from-file=policy.yaml={topo.router.policy_config}")
+    return steps

@@ -1,0 +1,71 @@
+"""Placement Kubernetes: Dynamo's operator runs the graph from a DynamoGraphDeployment.
+Renders `k8s/` (the deployment with its ConfigMaps, model cache, NetworkPolicy and TLS; the
+PodMonitors for a Prometheus Operator). No handle: `kubectl` and the operator own the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from ...errors import UserInputError
+from ..base import RenderedTarget
+
+if TYPE_CHECKING:
+    from ...launch.run_record import RunRecord
+    from ...launch.rundir import RunDir
+    from ...topology import Topology
+
+
+class KubernetesPlacement:
+    target = "k8s"
+    kind = None  # rendered for every topology from its `kubernetes` section
+
+    def rendered_by_all(self, topo: Topology) -> bool:
+        return True
+
+    def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
+        from .dump import dump_manifests
+        from .manifests import apply_prerequisites, apply_warnings, operator_notes, render_manifests
+        from .monitor import monitor_notes, render_pod_monitors
+
+        here = out_dir / self.target
+        files = {
+            "k8s/deployment.yaml": dump_manifests(render_manifests(topo), operator_notes(topo)),
+            "k8s/podmonitor.yaml": dump_manifests(
+                render_pod_monitors(topo), monitor_notes(topo),
+                heading="Where a Prometheus Operator runs (kubectl apply -f podmonitor.yaml):")}
+        return RenderedTarget(
+            files=files, warnings=apply_warnings(topo), first_steps=apply_prerequisites(topo),
+            next_steps=[f"kubectl apply -f {here / 'deployment.yaml'} (and "
+                        f"{here / 'podmonitor.yaml'} where a Prometheus Operator runs)"])
+
+    def check_renderable(self, topo: Topology, source: str | None) -> None:
+        """A model on this machine's disk cannot reach a pod."""
+        from .model_cache import local_path_problem
+
+        if (problem := local_path_problem(topo)) is not None:
+            raise UserInputError(problem, source=source, key="model.id")
+
+    def validate_warnings(self, topo: Topology) -> list[str]:
+        from .model_cache import unpinned_revision_warning
+
+        warning = unpinned_revision_warning(topo)
+        return [] if warning is None else [warning]
+
+    def topology_section(self, nodes: int) -> dict:
+        """A topology names no Kubernetes placement: it is rendered from `kubernetes:`."""
+        return {}
+
+    def open(self, run: RunDir, topo: Topology) -> NoReturn:
+        raise UserInputError("Kubernetes graphs are started by Dynamo's operator, not by "
+                             "dis-serve", key="--target",
+                             fix=f"dis-serve render --target {self.target}, then kubectl apply")
+
+    def reopen(self, run: RunDir, record: RunRecord | None) -> NoReturn:
+        return self.open(run, None)  # type: ignore[arg-type]
+
+    def made_legacy_run(self, run: RunDir) -> bool:
+        return False
+
+
+KUBERNETES = KubernetesPlacement()
