@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import DisServeError
 from ..launch.change_record import change_lock
-from ..launch.rundir import RunDir
 from ..topology import Mode, PoolRole, Topology
-from .executor import carry_out
-from .live import live_for_run
+from .executor import LiveGraph, carry_out
 from .request import validated_counts
 
 
@@ -43,9 +41,8 @@ def decision_counts(topo: Topology, prefill: int, decode: int) -> dict[PoolRole,
     return counts
 
 
-def carry_out_decision(run_dir: Path, decision_id: int, prefill: int, decode: int,
-                       say=print) -> None:
-    live = live_for_run(RunDir(run_dir))
+def carry_out_decision(live: LiveGraph, decision_id: int, prefill: int, decode: int,
+                       say: Callable[[str], None] = print) -> None:
     running = live.read().topology
     counts = decision_counts(running, prefill, decode)
     target = validated_counts(running, counts)
@@ -56,7 +53,7 @@ def carry_out_decision(run_dir: Path, decision_id: int, prefill: int, decode: in
     say(f"decision {decision_id}: {record.message} after {time.monotonic() - start:.1f} s")
 
 
-async def _serve(runtime: Any, run_dir: Path, namespace: str) -> None:
+async def _serve(runtime: Any, live: LiveGraph, namespace: str) -> None:
     from dynamo._core import VirtualConnectorClient
 
     async def generate(_request: Any):
@@ -66,12 +63,12 @@ async def _serve(runtime: Any, run_dir: Path, namespace: str) -> None:
     serving = asyncio.ensure_future(endpoint.serve_endpoint(
         generate, health_check_payload={"text": "health"}))
     client = VirtualConnectorClient(runtime, namespace)
-    print(f"scaling {run_dir.name} for Dynamo's planner (namespace {namespace})", flush=True)
+    print(f"carrying out Dynamo's planner's decisions (namespace {namespace})", flush=True)
     while not serving.done():
         await client.wait()
         decision = await client.get()
         try:
-            await asyncio.to_thread(carry_out_decision, run_dir, decision.decision_id,
+            await asyncio.to_thread(carry_out_decision, live, decision.decision_id,
                                     decision.num_prefill_workers, decision.num_decode_workers,
                                     lambda line: print(line, flush=True))
         except DisServeError as exc:  # the record says it too; the planner is told done
@@ -81,11 +78,12 @@ async def _serve(runtime: Any, run_dir: Path, namespace: str) -> None:
     await serving
 
 
-def run_autoscaler(run_dir: Path, namespace: str) -> None:
+def run_autoscaler(live: LiveGraph, namespace: str) -> None:
+    """Until SIGTERM (the supervisor stops it first, before the frontend)."""
     from dynamo.runtime import dynamo_worker
 
     @dynamo_worker()
     async def main(runtime: Any) -> None:
-        await _serve(runtime, run_dir, namespace)
+        await _serve(runtime, live, namespace)
 
     asyncio.run(main())  # type: ignore[call-arg]

@@ -115,13 +115,18 @@ def _why_new_graph(key: str) -> str:
                 "a running graph cannot take it")
 
 
+def refusals(keys: list[str]) -> list[tuple[str, str]]:
+    """The changed keys a running graph cannot take, each with why."""
+    return [(k, _why_new_graph(k)) for k in keys
+            if not _matches(k, (COUNT_KEY, *ROLL_KEYS, *RECORD_KEYS))]
+
+
 def diff(running: Topology, edited: Topology, workers: list[ProcessSpec],
          rendered: dict[str, ProcessSpec]) -> ChangeSet:
     """`workers`: the running graph's workers; `rendered`: every process `edited` renders
     with those same worker slots (a worker whose rendered process differs is rolled)."""
     keys = changed_keys(running, edited)
-    refused = [(k, _why_new_graph(k)) for k in keys
-               if not _matches(k, (COUNT_KEY, *ROLL_KEYS, *RECORD_KEYS))]
+    refused = refusals(keys)
     if refused:
         return ChangeSet(pools=[], refused=refused)
     pools = []

@@ -79,8 +79,10 @@ def autoscaler(
     acknowledge each of its decisions (change/autoscaler.py)."""
     from ..change.autoscaler import run_autoscaler
     from ..launch.rundir import RunDir
+    from ..placements.registry import handle_for_run
 
-    run_autoscaler(run_dir, RunDir(run_dir).read_topology().namespace)
+    run = RunDir(run_dir)
+    run_autoscaler(handle_for_run(run).live(), run.read_topology().namespace)
 
 
 def register(app: typer.Typer) -> None:

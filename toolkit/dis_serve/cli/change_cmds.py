@@ -22,12 +22,11 @@ def scale(
     graph does not use and join once the router routes to them; leaving workers are taken
     out of routing, finish their requests (supervision.drain_timeout_s) and stop."""
     from ..change.executor import carry_out
-    from ..change.live import live_graph
     from ..change.request import scale_target
     from ..errors import UserInputError
     from ..launch.change_record import change_lock
 
-    live = live_graph(name)
+    live = _live(name)
     running = live.read().topology
     if running.autoscale is not None:
         raise UserInputError(f"graph {name!r} is resized by Dynamo's planner (autoscale)",
@@ -47,20 +46,29 @@ def apply(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print what would change, and the steps, and change nothing.")]
     = False,
+    k8s_from: Annotated[Path | None, typer.Option(
+        "--k8s-from", help="On Kubernetes: the topology the deployed DynamoGraphDeployment "
+                           "was rendered from. Writes the change for kubectl under --out "
+                           "instead (a replicas patch, or the new DGD the operator rolls).")]
+    = None,
+    out: Annotated[Path, typer.Option(
+        "--out", help="Where --k8s-from writes the change.")] = Path("k8s-change"),
 ) -> None:
     """Change a running graph to an edited topology: print what changes (workers added or
     removed, pools rolled because what their workers run changed, changes refused because
     they need a new graph), then carry it out step by step."""
     from ..change.diff import diff
     from ..change.executor import carry_out, simulate, slot_of
-    from ..change.live import live_graph
     from ..errors import UserInputError
     from ..launch.change_record import change_lock
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
     edited = load_model_file(Topology, file)
-    live = live_graph(edited.name)
+    if k8s_from is not None:
+        _kubernetes(load_model_file(Topology, k8s_from), edited, str(file), out)
+        return
+    live = _live(edited.name)
     state = live.read()
     rendered = {p.name: p for p in live.render(edited, [slot_of(w) for w in state.workers])}
     changes = diff(state.topology, edited, state.workers, rendered)
@@ -81,6 +89,26 @@ def apply(
         record = carry_out(live, edited, "apply", say=_say)
     console.print(f"{edited.name}: {record.message}", markup=False)
     console.print(f"next: dis-serve status {edited.name}", markup=False)
+
+
+def _kubernetes(deployed, edited, source: str, out: Path) -> None:  # Topology x2
+    from ..atomic_file import write_atomic
+    from ..placements.kubernetes.apply import kubernetes_change
+
+    change = kubernetes_change(deployed, edited, source, str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in change.files.items():
+        write_atomic(out / name, text, 0o600)
+        console.print(f"wrote {out / name}", markup=False)
+    for line in change.lines:
+        console.print(line, markup=False)
+
+
+def _live(name: str):  # -> change.executor.LiveGraph
+    from ..placements.lookup import find_run
+    from ..placements.registry import handle_for_run
+
+    return handle_for_run(find_run(name, active_only=True)).live()
 
 
 def _say(line: str) -> None:

@@ -56,6 +56,7 @@ from .graph import write_worker_inputs
 from .keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
 from .node_data import DataDirClaim, claim_data_dir, coordination_data_dir
 from .node_stop import CrossNodeStop
+from .plan_watch import PlanWatch
 from .rundir import PRIVATE_FILE, RunDir
 from .secrets import GraphSecrets
 from .status import GraphStatus
@@ -197,7 +198,7 @@ def run_agent(run_dir: Path, node: str) -> int:
         write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
         _write_missing_inputs(topo, own, run.path)
         secrets = prepare_node_tls(topo, node_processes(cluster, node), values, run.path)
-        share = _NodeShare(run, topo, cluster, own, whole, secrets)
+        share = _NodeShare(run, topo, cluster, own, whole, secrets, values)
         return keep_supervised(run, _orphan_cleanup(share, claim))
     finally:
         if claim is not None:  # the agent stops for good: etcd's and NATS's data go with it
@@ -227,6 +228,7 @@ class _NodeShare:
     own: LaunchPlan
     whole: LaunchPlan
     secrets: GraphSecrets
+    values: dict[str, str]
 
     @property
     def node(self) -> str:
@@ -234,6 +236,16 @@ class _NodeShare:
 
     def say(self, line: str) -> None:
         print(f"[{self.node}] {line}", flush=True)
+
+    def read_own_plan(self) -> LaunchPlan:
+        """This node's share of the cluster plan as it is now (a change of the running
+        graph raised its revision), resolved with the addresses found at start, and written
+        to plan-<node>.json for the client as at start."""
+        topo = self.run.read_topology()
+        own, _whole = node_launch_plan(self.run.read_cluster_plan(), self.node, self.values,
+                                       self.run.path, topo)
+        write_atomic(self.run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
+        return own
 
     def other_states(self) -> dict[str, GraphStatus | None]:
         """The other nodes' agents' last view (state-<node>.json), None where none is."""
@@ -248,7 +260,9 @@ def _supervise_node(share: _NodeShare) -> int:
     supervisor = Supervisor(share.own, share.run, ready_timeout_s=budget,
                             secrets=share.secrets,
                             on_event=lambda event: share.say(describe(event)),
-                            before_stopping=CrossNodeStop(share.other_states, say=share.say))
+                            before_stopping=CrossNodeStop(share.other_states, say=share.say),
+                            plan_source=PlanWatch(share.run.path / CLUSTER_PLAN_FILE,
+                                                  share.read_own_plan))
     def on_stop(signum: int, _frame: object) -> None:
         # os.write, not print: a handler must not re-enter the buffered stdout it interrupted
         os.write(1, f"[{share.node}] {signal.Signals(signum).name}: stopping\n".encode())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..errors import DisServeError
 from ..render.launch_plan import LaunchPlan
 
 
@@ -33,7 +34,9 @@ class PlanWatch:
             return None
         try:
             plan = self.read()
-        except (OSError, ValueError, ValidationError):
-            return None  # half-written on shared storage: the next look reads it whole
+        except (OSError, ValueError, ValidationError, DisServeError):
+            # Half-written on shared storage (the next look reads it whole), or not
+            # resolvable here: the change's executor reports the revision not taken.
+            return None
         self._seen = stamp
         return plan if plan.revision > revision else None

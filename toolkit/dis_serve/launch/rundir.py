@@ -244,7 +244,10 @@ class RunDir:
         write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
         write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
         if context is not None:
-            write_atomic(self.context_file, context.model_dump_json(indent=2), PRIVATE_FILE)
+            self.write_context(context)
+
+    def write_context(self, context: RenderContext) -> None:
+        write_atomic(self.context_file, context.model_dump_json(indent=2), PRIVATE_FILE)
 
     def write_topology(self, topo: Topology) -> None:
         """The topology the graph now runs (a change of the running graph, once done)."""

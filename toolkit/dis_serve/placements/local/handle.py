@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ...observe.frame import GraphLayout
     from ...render.launch_plan import LaunchPlan
     from ...topology import Topology
+    from .live import LocalLive
 
 POLL_S = 0.1
 
@@ -176,6 +177,11 @@ class LocalHandle(RunHandle):
         return local_layout(self._run)
 
     # --- act ----------------------------------------------------------------------------
+    def live(self) -> LocalLive:
+        from .live import LocalLive
+
+        return LocalLive(self._run)
+
     def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
         """Signals from here, to the pids the supervisor recorded."""
         from ...launch.faults import apply_fault

@@ -19,6 +19,7 @@ from ...launch.graph import local_model_dir, write_worker_inputs
 from ...launch.preflight import find_binaries
 from ...launch.rundir import RunDir
 from ...render.cluster_plan import ClusterPlan
+from ...render.launch_plan import RenderContext
 from ...render.run_layout import (
     ADDRESSES_FILE,
     CLUSTER_PLAN_FILE,
@@ -60,6 +61,7 @@ def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
                                      "python": sys.executable, "etcd_bin": binaries.etcd,
                                      "nats_bin": binaries.nats}
     plan = render_slurm_plan(topo, run_dir=root, **kwargs)
+    run.write_context(RenderContext(run_dir=run.path, **kwargs))
     write_worker_inputs(topo, run.path, plan.model_path if plan.needs_model_card else None)
     write_cluster_ca(topo, run.path)
     (run.path / SCRIPT_FILE).write_text(render_sbatch_script(topo, run_dir=root, **kwargs))
