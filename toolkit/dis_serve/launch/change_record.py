@@ -66,8 +66,13 @@ class ChangeRecord(BaseModel):
         target = ", ".join(f"{role} {n}" for role, n in self.target.items())
         what = f"{self.source} to {target}"
         if self.state is ChangeState.RUNNING:
-            step = self.steps[-1].why if self.steps else "starting"
-            return f"changing ({what}): {step}"
+            if not self.steps:
+                return f"changing ({what}): starting"
+            step = self.steps[-1]
+            waits = ([f"{', '.join(step.added)} (new) to serve"] if step.added else []) + (
+                [f"{', '.join(step.removed)} to drain"] if step.removed else [])
+            waiting = f"; waiting for {' and '.join(waits)}" if waits else ""
+            return f"changing ({what}): revision {step.revision}, {step.why}{waiting}"
         return f"last change ({what}): {self.state.value}: {self.message}"
 
 

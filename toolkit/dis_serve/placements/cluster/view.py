@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ...launch.agent_contact import Heartbeat, read_heartbeat
+from ...launch.change_record import describe_change
 from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase, GraphStatus, ProcessState
 from ...private_path import read_own_text
@@ -226,7 +227,7 @@ def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
         model_name=plan.model_name, endpoint=endpoint_of(run) if served else None,
         endpoint_tls=tls,
         processes=folded.processes, supervisor=supervisor, supervisor_alive=supervisor_alive,
-        router=router, problems=folded.problems,
+        router=router, problems=folded.problems, change=describe_change(run.path),
         error=next((look.state.error for look in looks
                     if look.state is not None and look.state.error), None)
         if folded.phase is GraphPhase.FAILED else None)
