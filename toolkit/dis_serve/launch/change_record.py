@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..atomic_file import write_atomic
 from ..errors import UserInputError
-from ..render.run_layout import CHANGE_FILE, CHANGE_LOCK
+from ..render.run_layout import CHANGE_FILE, CHANGE_HISTORY, CHANGE_LOCK
 
 
 class ChangeState(StrEnum):
@@ -90,7 +90,27 @@ def describe_change(run_dir: Path) -> str | None:
 
 
 def write_change(run_dir: Path, record: ChangeRecord) -> None:
+    """The change as it stands; a finished one is added to the history too."""
     write_atomic(run_dir / CHANGE_FILE, record.model_dump_json(indent=2), 0o600)
+    if record.state.finished:
+        fd = os.open(run_dir / CHANGE_HISTORY, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a") as history:
+            history.write(record.model_dump_json() + "\n")
+
+
+def read_history(run_dir: Path) -> list[ChangeRecord]:
+    """Every finished change of the run, oldest first."""
+    try:
+        lines = (run_dir / CHANGE_HISTORY).read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        try:
+            found.append(ChangeRecord.model_validate_json(line))
+        except (ValidationError, ValueError):
+            continue
+    return found
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from ..render.launch_plan import (
     nats_config,
     render_launch_plan,
 )
-from ..render.run_layout import COORDINATION_DATA
+from ..render.run_layout import CHANGE_FILES, COORDINATION_DATA
 from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
 from ..startup_budget import readiness_timeout_s
@@ -104,7 +104,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     # An old etcd keeps the old workers' registrations (until their leases expire), which
     # the new frontend would route to. (Within one run they are kept: a restarted etcd or
     # NATS finds its data again.)
-    run_dir.remove(COORDINATION_DATA)
+    run_dir.remove(COORDINATION_DATA + CHANGE_FILES)
     run_dir.archive_previous(keep_runs)
     run_dir.prepare()
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card

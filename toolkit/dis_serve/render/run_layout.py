@@ -11,6 +11,7 @@ agents and every verb read them.
     cluster-plan.json         a multi-node graph's plan: every node's processes (revision too)
     render-context.json       what the plan was rendered with besides the topology
     change.json, change.lock  the last change of the running graph (launch/change_record.py)
+    changes.jsonl             every finished change, one line each
     addresses                 NODE_ADDR_<i>/NODE_<i> lines a Slurm job resolved on its nodes
     endpoint                  the frontend's URL, written by the head's agent once it served
     job-started               Unix time a Slurm job's batch script started
@@ -38,6 +39,10 @@ CLUSTER_PLAN_FILE = "cluster-plan.json"
 CONTEXT_FILE = "render-context.json"
 CHANGE_FILE = "change.json"
 CHANGE_LOCK = "change.lock"
+# Every finished change, one JSON line each (how it went, step by step, with its timings).
+CHANGE_HISTORY = "changes.jsonl"
+# What a new run of the same name starts without: the changes of the run before.
+CHANGE_FILES = (CHANGE_FILE, CHANGE_HISTORY)
 # NODE_ADDR_<i>=<address> and NODE_<i>=<host name> per line: what a Slurm job's batch
 # script resolved on each node; the agents and the client read it.
 ADDRESSES_FILE = "addresses"

@@ -26,7 +26,12 @@ from ...launch.node_data import clear_data
 from ...launch.rundir import PRIVATE_FILE, RunDir
 from ...launch.status import GraphPhase
 from ...render.cluster_plan import ClusterPlan
-from ...render.run_layout import AGENT_FILE_GLOBS, FAULT_PREFIX, STOP_REQUEST_FILE
+from ...render.run_layout import (
+    AGENT_FILE_GLOBS,
+    CHANGE_FILES,
+    FAULT_PREFIX,
+    STOP_REQUEST_FILE,
+)
 from ...render.shell_words import resolve_runtime
 from ...security.pki_files import TLS_DIR
 from ...topology import PlacementKind
@@ -51,7 +56,7 @@ STOP_TIMEOUT_S = 60.0
 REQUEST_TAKEN_S = 10.0
 # Left by an earlier run of the graph in this directory: the next must not be judged by them.
 _EPHEMERAL_GLOBS = (*AGENT_FILE_GLOBS, f"{FAULT_PREFIX}*", STOP_REQUEST_FILE, "endpoint",
-                    "logs", "etcd-data", "nats-data", TLS_DIR)
+                    "logs", "etcd-data", "nats-data", TLS_DIR, *CHANGE_FILES)
 
 
 def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:

@@ -22,6 +22,7 @@ from ...render.cluster_plan import ClusterPlan
 from ...render.launch_plan import RenderContext
 from ...render.run_layout import (
     ADDRESSES_FILE,
+    CHANGE_FILES,
     CLUSTER_PLAN_FILE,
     ENDPOINT_FILE,
     STARTED_FILE,
@@ -37,7 +38,7 @@ from .sbatch import JOB_LOG, render_sbatch_script, render_slurm_plan
 SCRIPT_FILE = "job.sbatch"
 # Left from an earlier job of the same graph; the new job must not be judged by them.
 _EPHEMERAL = ("etcd-data", "nats-data", "logs", ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
-              STOP_REQUEST_FILE, "state.json", TLS_DIR)
+              STOP_REQUEST_FILE, "state.json", TLS_DIR, *CHANGE_FILES)
 
 
 def job_started_at(run: RunDir) -> float | None:
