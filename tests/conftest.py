@@ -167,7 +167,9 @@ def validate_manifest(document: dict) -> None:
 K8S_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "k8s"
 # Custom resources' schemas, as published by their projects (tests/fixtures/k8s/).
 CRDS = {"DynamoGraphDeployment": "nvidia.com_dynamographdeployments.yaml.gz",
-        "Certificate": "cert-manager.io_certificates.yaml"}
+        "Certificate": "cert-manager.io_certificates.yaml",
+        "Issuer": "cert-manager.io_issuers.yaml.gz",
+        "PodMonitor": "monitoring.coreos.com_podmonitors.yaml.gz"}
 
 
 def _strict(schema):
@@ -199,8 +201,8 @@ def crd_schema(kind: str, version: str) -> dict:
 
 
 def validate_custom_resource(document: dict) -> None:
-    """Raise unless a DynamoGraphDeployment or cert-manager Certificate is valid against its
-    project's CRD, unknown fields included."""
+    """Raise unless a custom resource (a DynamoGraphDeployment, a cert-manager Certificate or
+    Issuer, a PodMonitor) is valid against its project's CRD, unknown fields included."""
     import jsonschema
 
     version = document["apiVersion"].rsplit("/", 1)[-1]

@@ -19,7 +19,7 @@ def _restore_gc():
 def test_a_command_runs_with_garbage_collection_on(run_cli, monkeypatch):
     seen = []
 
-    def schema() -> None:
+    def schema(_request) -> None:
         """Stand-in for `schema` that records the collector's state."""
         seen.append(gc.isenabled())
 

@@ -99,7 +99,8 @@ def test_an_existing_claim_is_mounted_and_nothing_is_downloaded():
     assert _kind(docs, "Job") is None and _kind(docs, "PersistentVolumeClaim") is None
     for component in _workers(docs):
         spec = component["podTemplate"]["spec"]
-        assert "initContainers" not in spec
+        # Nothing waits for a download (the memory-lock check still runs first).
+        assert [c["name"] for c in spec["initContainers"]] == ["check-memlock"]
         assert {"name": "model-cache", "persistentVolumeClaim": {"claimName": "models"}} \
             in spec["volumes"]
 
@@ -134,7 +135,7 @@ def test_every_container_has_cpu_and_memory_requests_equal_to_limits(graph):
 
 
 @pytest.mark.parametrize("graph", EXAMPLES)
-def test_every_pod_runs_as_non_root_without_privilege_or_capabilities(graph):
+def test_every_pod_runs_as_non_root_without_privilege_or_capabilities_but_rdma_workers(graph):
     topo, docs = _manifests(graph)
     for component in _dgd(docs)["spec"]["components"]:
         spec = component["podTemplate"]["spec"]
@@ -144,9 +145,13 @@ def test_every_pod_runs_as_non_root_without_privilege_or_capabilities(graph):
             security = container["securityContext"]
             assert security["allowPrivilegeEscalation"] is False
             assert security["capabilities"]["drop"] == ["ALL"]
-            rdma = component["type"] in WORKER_TYPES and container["name"] == "main" and \
-                topo.kubernetes.rdma.profile.enabled
+            # An RDMA worker (and its memlock check) is root in its container, holding
+            # IPC_LOCK and nothing else: a non-root user cannot use it (kubernetes#56374).
+            rdma = component["type"] in WORKER_TYPES and container["name"] in (
+                "main", "check-memlock") and topo.kubernetes.rdma.profile.enabled
             assert security["capabilities"].get("add", []) == (["IPC_LOCK"] if rdma else [])
+            assert security.get("runAsUser") == (0 if rdma else None)
+            assert security.get("runAsNonRoot") is (False if rdma else None)
 
 
 def test_rdma_workers_request_the_fabric_and_may_pin_memory():
@@ -158,6 +163,42 @@ def test_rdma_workers_request_the_fabric_and_may_pin_memory():
         assert container["resources"]["limits"]["rdma/roce_a"] == "1"
         assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
         assert _env(container)["UCX_NET_DEVICES"] == "mlx5_0:1"
+
+
+def _memlock_check(component: dict) -> dict | None:
+    return next((c for c in component["podTemplate"]["spec"].get("initContainers", [])
+                 if c["name"] == "check-memlock"), None)
+
+
+def test_every_gpu_worker_first_checks_it_can_lock_memory_as_itself():
+    from dis_serve.render.shell_words import memlock_check
+
+    _, docs = _manifests("llama70b-h100-disagg.yaml")
+    for component in _workers(docs):
+        check = _memlock_check(component)
+        assert check["securityContext"] == _main(component)["securityContext"]
+        assert check["image"] == _main(component)["image"]
+        # The one check every target runs; fatal with RDMA.
+        assert check["command"][2].startswith(memlock_check("x", "y", fatal=True).split(
+            "then")[0])
+        assert check["command"][2].endswith("exit 1; fi")
+        # Before the cache wait: a worker that cannot run says so at once.
+        names = [c["name"] for c in component["podTemplate"]["spec"]["initContainers"]]
+        assert names == ["check-memlock", "wait-for-model-cache"]
+    _, plain = _manifests("llama8b-8gpu-disagg.yaml")
+    assert all(not _memlock_check(c)["command"][2].endswith("exit 1; fi")
+               for c in _workers(plain))
+    _, mocker = _manifests("demo.yaml")
+    assert all(_memlock_check(c) is None for c in _workers(mocker))
+
+
+def test_rdma_workers_stay_non_root_when_asked_and_then_rely_on_the_runtimes_limit():
+    _, docs = _manifests("llama70b-h100-disagg.yaml",
+                         rdma={"profile": "infiniband", "run_as_root": False})
+    for component in _workers(docs):
+        security = _main(component)["securityContext"]
+        assert "runAsUser" not in security and security["capabilities"]["add"] == ["IPC_LOCK"]
+        assert _memlock_check(component)["command"][2].endswith("exit 1; fi")
 
 
 def test_the_infiniband_example_requests_the_ib_device_plugin_slot():
@@ -329,3 +370,55 @@ def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
     assert {"name": "router-policy", "configMap": {"name": router_policy_map_name(topo)}} in \
         frontend["volumes"]
     assert "/home/me" not in " ".join(args)
+
+
+BUILT_IN_KINDS = {"Namespace", "PersistentVolumeClaim", "Job", "ConfigMap", "Secret",
+                  "NetworkPolicy", "Service"}
+
+
+def _rendered_directory(graph: str, tmp_path) -> list[dict]:
+    """What `kubectl apply -f k8s/` reads: every file `render` writes directly in k8s/, in
+    the order kubectl reads them."""
+    from dis_serve.placements.files import write_rendered
+
+    topo = load_model_file(Topology, GRAPHS / graph)
+    write_rendered(topo, "k8s", tmp_path)
+    return [doc for path in sorted((tmp_path / "k8s").glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def _pod_specs(docs: list[dict]) -> list[dict]:
+    specs = [c["podTemplate"]["spec"] for c in _dgd(docs)["spec"]["components"]]
+    return specs + [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Job"]
+
+
+@pytest.mark.parametrize("graph", EXAMPLES)
+def test_applying_the_rendered_directory_needs_nothing_made_by_hand(graph, tmp_path):
+    docs = _rendered_directory(graph, tmp_path)
+    # Dynamo's platform brings the DGD's CRD; the SLA planner reads Prometheus, so its graph
+    # also needs a Prometheus Operator (for its PodMonitors); nothing else is assumed.
+    topo = load_model_file(Topology, GRAPHS / graph)
+    assumed = BUILT_IN_KINDS | {"DynamoGraphDeployment"} | (
+        {"PodMonitor"} if topo.autoscale is not None else set())
+    assert {d["kind"] for d in docs} <= assumed
+    made = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    made |= {("Secret", d["spec"]["secretName"]) for d in docs if d["kind"] == "Certificate"}
+    for doc in docs:
+        namespace = doc["metadata"].get("namespace")
+        assert namespace in (None, "default") or ("Namespace", namespace) in made
+    for spec in _pod_specs(docs):
+        for volume in spec.get("volumes", []):
+            if "secret" in volume:
+                assert ("Secret", volume["secret"]["secretName"]) in made
+            if "configMap" in volume:
+                assert ("ConfigMap", volume["configMap"]["name"]) in made
+            if "persistentVolumeClaim" in volume:
+                assert ("PersistentVolumeClaim",
+                        volume["persistentVolumeClaim"]["claimName"]) in made
+        for container in spec["containers"] + spec.get("initContainers", []):
+            for env in container.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                assert ref is None or ("Secret", ref["name"]) in made
+            # The Hugging Face token is a credential only its owner has: optional.
+            assert all(source["secretRef"].get("optional") for source in
+                       container.get("envFrom", []))

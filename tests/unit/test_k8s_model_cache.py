@@ -6,7 +6,7 @@ import shlex
 
 import yaml
 
-from conftest import GRAPHS, validate_manifest, validate_pod_template
+from conftest import GRAPHS, assert_one_line_error, validate_manifest, validate_pod_template
 from dis_serve.placements.kubernetes import model_cache
 from dis_serve.topology import Topology
 from dis_serve.yaml_input import load_model_file
@@ -40,7 +40,8 @@ def test_the_claim_is_shared_by_every_node_and_sized_from_the_checkpoint():
     claim = model_cache.render_claim(_topology(model_cache={"storage_class": "fast-rwx"}))
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert claim["spec"]["storageClassName"] == "fast-rwx"
-    # 70.6 GB of FP8 weights (65.8 GiB) plus a quarter, in 10Gi steps.
+    # 72.8 GB of FP8 weights (16-bit embeddings and output head) and side files (67.8 GiB),
+    # plus a quarter, in 10Gi steps.
     assert claim["spec"]["resources"]["requests"]["storage"] == "90Gi"
 
 
@@ -52,7 +53,8 @@ def test_the_job_downloads_the_checkpoint_the_workers_load_at_the_pinned_revisio
     assert shlex.join(["hf", "download", topo.model.id, "--revision", COMMIT]) in command
     assert command.endswith(shlex.join(["touch", model_cache.marker_path(topo)]))
     assert {"name": "HF_HOME", "value": model_cache.HF_HOME} in container["env"]
-    assert container["envFrom"] == [{"secretRef": {"name": "hf-token-secret"}}]
+    # Optional: a model that is not gated downloads without a token.
+    assert container["envFrom"] == [{"secretRef": {"name": "hf-token-secret", "optional": True}}]
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
 
 
@@ -152,3 +154,64 @@ def test_the_download_script_is_valid_sh():
         script = model_cache.render_download_job(load_model_file(Topology, graph))[
             "spec"]["template"]["spec"]["containers"][0]["command"][2]
         assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0
+
+
+LLAMA_8B = GRAPHS / "llama8b-8gpu-disagg.yaml"
+
+
+def _hf_download_args(command: str) -> dict:
+    """The Job's `hf download` line as huggingface_hub's own CLI parses it."""
+    from huggingface_hub.cli.hf import app
+
+    words = shlex.split(command[command.index("hf download"):].split(" && ")[0])
+    context = app.make_context("hf", words[1:2], resilient_parsing=True)
+    download = app.get_command(context, "download").materialize()
+    return download.make_context("download", words[2:]).params
+
+
+def test_the_job_leaves_out_the_copies_nvidias_recipes_leave_out():
+    from huggingface_hub.utils import filter_repo_objects
+
+    topo = load_model_file(Topology, LLAMA_8B)
+    command = model_cache.render_download_job(topo)["spec"]["template"]["spec"][
+        "containers"][0]["command"][2]
+    args = _hf_download_args(command)
+    assert args["repo_id"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert args["exclude"] == ("original/*", "metal/*")
+    # What the hub's own filter then keeps of the repository's layout.
+    files = ["config.json", "model-00001-of-00004.safetensors", "tokenizer.json",
+             "original/consolidated.00.pth", "original/tokenizer.model", "metal/model.bin"]
+    kept = list(filter_repo_objects(files, ignore_patterns=list(args["exclude"])))
+    assert kept == ["config.json", "model-00001-of-00004.safetensors", "tokenizer.json"]
+
+
+def test_the_8b_claim_holds_its_download_and_validate_says_so(run_cli):
+    topo = load_model_file(Topology, LLAMA_8B)
+    assert model_cache.claim_size(topo) == "20Gi"
+    assert model_cache.download_gb(topo) < 20 * 2**30 / 1e9
+    result = run_cli("validate", LLAMA_8B)
+    assert result.exit_code == 0
+    assert ("kubernetes model cache: claim llama8b-disagg-model-cache of 20Gi (21.5 GB) holds "
+            "the 16.2 GB of meta-llama/Llama-3.1-8B-Instruct (without original/*, metal/*)"
+            in result.stdout)
+
+
+def test_a_claim_too_small_for_the_download_is_refused_in_one_line(tmp_path, run_cli):
+    data = yaml.safe_load(LLAMA_8B.read_text())
+    data["kubernetes"] = {"model_cache": {"size": "15Gi"}}
+    path = tmp_path / "graph.yaml"
+    path.write_text(yaml.safe_dump(data))
+    for command in (("validate", path), ("render", path, "--target", "k8s", "--out",
+                                         tmp_path / "out")):
+        result = run_cli(*command)
+        # 16.2 GB is 15.1 GiB, and a quarter more rounds up to 19Gi.
+        assert "ok " not in result.stdout
+        assert_one_line_error(result, str(path), "kubernetes.model_cache.size 15Gi",
+                              "at least 19Gi")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_download_keeps_hf_xets_chunk_cache_off_the_claim():
+    container = model_cache.render_download_job(load_model_file(Topology, LLAMA_8B))[
+        "spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"} in container["env"]

@@ -119,11 +119,12 @@ def test_two_components_on_one_port_are_refused(run_cli, tmp_path):
                            "system_port_base")
 
 
-def test_kv_transfer_buffer_must_hold_the_longest_input(run_cli, tmp_path):
-    text = _variant(DISAGG_70B, kv_transfer__max_tokens_in_buffer=2048)
+@pytest.mark.parametrize("buffer", [2048, 3072])
+def test_kv_transfer_buffer_must_exceed_the_longest_input(run_cli, tmp_path, buffer):
+    text = _variant(DISAGG_70B, kv_transfer__max_tokens_in_buffer=buffer)
     result = run_cli("validate", _write(tmp_path, text))
-    assert_one_line_error(result, "max_tokens_in_buffer 2048", "3072",
-                           "set it to at least 3072")
+    assert_one_line_error(result, f"max_tokens_in_buffer {buffer}", "3072",
+                           "set it above 3072, e.g. 4096")
 
 
 def test_a_missing_file_is_named(run_cli, tmp_path):

@@ -31,18 +31,12 @@ SAFETY_FACTOR = 2.0
 MOCKER_BUDGET_S = 120.0
 
 
-def checkpoint_gb(topo: Topology) -> float:
-    """Decimal GB of weights the workers load (what the model cache must hold)."""
-    arch = topo.model.resolved_architecture()
-    return arch.params_billion * topo.model.dtype.bytes_per_param
-
-
 def worker_startup_budget_s(topo: Topology) -> float:
     """Seconds from a worker's start until it must answer /health, rounded up to 10 s
     (the probe period)."""
     if not topo.backend.needs_gpu:
         return MOCKER_BUDGET_S
-    load = checkpoint_gb(topo) / CACHE_READ_GBPS + ENGINE_INIT_S
+    load = topo.checkpoint_gb / CACHE_READ_GBPS + ENGINE_INIT_S
     return float(math.ceil(load * SAFETY_FACTOR / 10) * 10)
 
 

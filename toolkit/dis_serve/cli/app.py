@@ -40,8 +40,8 @@ def command_groups() -> tuple:
 
 
 def command_table() -> list:  # -> list[inputs.options.Command]
-    """Every command whose options come from request models, as `--help` lists them."""
-    return [command for group in command_groups() for command in getattr(group, "COMMANDS", ())]
+    """Every command, as `--help` lists them (STYLE 24: one table; options from models)."""
+    return [command for group in command_groups() for command in group.COMMANDS]
 
 
 def build_app():  # -> typer.Typer
@@ -67,13 +67,8 @@ def build_app():  # -> typer.Typer
         # prompts, state holds pids. One umask here instead of a mode at every open.
         os.umask(PRIVATE_UMASK)
 
-    # The command table: a group lists its commands in COMMANDS (options from request
-    # models) or adds them itself.
-    for group in command_groups():
-        for command in getattr(group, "COMMANDS", ()):
-            add_command(app, command)
-        if hasattr(group, "register"):
-            group.register(app)
+    for command in command_table():
+        add_command(app, command)
     for command in app.registered_commands:
         if command.help is None and command.callback is not None:
             command.help = help_paragraphs(command.callback.__doc__ or "")

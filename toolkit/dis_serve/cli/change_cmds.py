@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
 from rich.console import Console
+
+from ..inputs.options import Command
+
+if TYPE_CHECKING:
+    from ..change.executor import LiveGraph
+    from ..change.requests import ApplyRequest, ScaleRequest
+    from ..topology import Topology
 
 console = Console(highlight=False, soft_wrap=True)
 
 
-def scale(
-    name: Annotated[str, typer.Argument(help="The running graph (`dis-serve status` lists "
-                                             "them).")],
-    pools: Annotated[list[str], typer.Argument(
-        help="POOL=N: the pool's worker count now, e.g. decode=3 (several at once).",
-        show_default=False)],
-) -> None:
+def scale(request: ScaleRequest) -> None:
     """Add or remove workers of a running graph's pools now: new workers start on GPUs the
     graph does not use and join once the router routes to them; leaving workers are taken
     out of routing, finish their requests (supervision.drain_timeout_s) and stop."""
@@ -26,13 +26,14 @@ def scale(
     from ..errors import UserInputError
     from ..launch.change_record import change_lock
 
+    name = request.name
     live = _live(name)
     running = live.read().topology
     if running.autoscale is not None:
         raise UserInputError(f"graph {name!r} is resized by Dynamo's planner (autoscale)",
                              key="autoscale", fix="`apply` its topology with other "
                              "min_workers/max_workers, or without autoscale")
-    target = scale_target(running, pools)
+    target = scale_target(running, list(request.pools))
     with change_lock(live.run_dir, name):
         record = carry_out(live, target, "scale", say=_say)
     console.print(f"{name}: {record.message} ("
@@ -41,19 +42,7 @@ def scale(
     console.print(f"next: dis-serve status {name}", markup=False)
 
 
-def apply(
-    file: Annotated[Path, typer.Argument(help="The edited topology of a running graph.")],
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Print what would change, and the steps, and change nothing.")]
-    = False,
-    k8s_from: Annotated[Path | None, typer.Option(
-        "--k8s-from", help="On Kubernetes: the topology the deployed DynamoGraphDeployment "
-                           "was rendered from. Writes the change for kubectl under --out "
-                           "instead (a replicas patch, or the new DGD the operator rolls).")]
-    = None,
-    out: Annotated[Path, typer.Option(
-        "--out", help="Where --k8s-from writes the change.")] = Path("k8s-change"),
-) -> None:
+def apply(request: ApplyRequest) -> None:
     """Change a running graph to an edited topology: print what changes (workers added or
     removed, pools rolled because what their workers run changed, changes refused because
     they need a new graph), then carry it out step by step."""
@@ -64,9 +53,11 @@ def apply(
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
+    file = request.file
     edited = load_model_file(Topology, file)
-    if k8s_from is not None:
-        _kubernetes(load_model_file(Topology, k8s_from), edited, str(file), out)
+    if request.k8s_from is not None:
+        _kubernetes(load_model_file(Topology, request.k8s_from), edited, str(file),
+                    request.out)
         return
     live = _live(edited.name)
     state = live.read()
@@ -80,7 +71,7 @@ def apply(
                              source=str(file), key=key,
                              fix=f"`dis-serve down {edited.name}` and `up` it, or undo it")
     steps = simulate(live, edited)
-    if dry_run:
+    if request.dry_run:
         for i, step in enumerate(steps, start=1):
             console.print(f"step {i}: {step.why}", markup=False)
         console.print(f"dry run: nothing changed; next: dis-serve apply {file}", markup=False)
@@ -91,7 +82,7 @@ def apply(
     console.print(f"next: dis-serve status {edited.name}", markup=False)
 
 
-def _kubernetes(deployed, edited, source: str, out: Path) -> None:  # Topology x2
+def _kubernetes(deployed: Topology, edited: Topology, source: str, out: Path) -> None:
     from ..atomic_file import write_atomic
     from ..placements.kubernetes.apply import kubernetes_change
 
@@ -104,7 +95,7 @@ def _kubernetes(deployed, edited, source: str, out: Path) -> None:  # Topology x
         console.print(line, markup=False)
 
 
-def _live(name: str):  # -> change.executor.LiveGraph
+def _live(name: str) -> LiveGraph:
     from ..placements.lookup import find_run
     from ..placements.registry import handle_for_run
 
@@ -115,7 +106,5 @@ def _say(line: str) -> None:
     console.print(line, markup=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app."""
-    app.command()(scale)
-    app.command()(apply)
+COMMANDS = (Command(scale, ("dis_serve.change.requests:ScaleRequest",)),
+            Command(apply, ("dis_serve.change.requests:ApplyRequest",)))

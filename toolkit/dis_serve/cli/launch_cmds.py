@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ..errors import RunError, UserInputError
+from ..inputs.options import Command
 from ..termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..launch.events import SupervisorEvent
+    from ..launch.request import DownRequest, LogsRequest, PrepareRequest, StatusRequest, UpRequest
     from ..placements.base import GraphHandle
     from ..placements.reports import ObservedGraph
     from ..security.pki_files import EndpointTls
@@ -74,39 +76,19 @@ def _print_event(event: SupervisorEvent) -> None:
         console.print(describe(event), markup=False)
 
 
-PrometheusOpt = Annotated[bool, typer.Option(
-    "--prometheus", help="Also start Prometheus (Debian's prometheus) scraping every process; "
-                         "stopped with the graph.")]
-PrometheusPortOpt = Annotated[int, typer.Option(
-    "--prometheus-port", min=1, max=65535, help="Port of that Prometheus.")]
-
-
-def up(
-    file: Annotated[Path | None, typer.Argument(
-        help="Topology YAML (default: the built-in demo graph).")] = None,
-    detach: Annotated[bool, typer.Option(
-        "--detach", "-d", help="Return once ready; the graph keeps running in the "
-                               "background until `dis-serve down`.")] = False,
-    timeout: Annotated[float | None, typer.Option(
-        help="Seconds to wait for the graph to be ready (default: the workers' startup "
-             "budget for this backend and model size).", min=1)] = None,
-    keep_runs: Annotated[int, typer.Option(
-        "--keep-runs", help="Earlier runs whose logs and last state are kept in the run "
-                            "directory's previous/ (0: none).", min=0)] = 3,
-    prometheus: PrometheusOpt = False,
-    prometheus_port: PrometheusPortOpt = 9090,
-) -> None:
+def up(request: UpRequest) -> None:
     """Start a graph (etcd, NATS, frontend with router, worker pools) and keep it running."""
     from ..placements.registry import handle_for
     from ..placements.reports import StartOptions
 
-    handle = handle_for(_load(file))
+    handle = handle_for(_load(request.file))
     # Ctrl-C stops the graph; so do `dis-serve down` from another shell (SIGTERM) and a
     # closed terminal (SIGHUP). Detached too: until it has handed the graph to its
     # supervisor, this process is what `down` stops.
     interrupt_on_termination()
-    report = handle.start(StartOptions(detach=detach, ready_timeout_s=timeout,
-                                       keep_runs=keep_runs, on_event=_print_event))
+    detach = request.detach
+    report = handle.start(StartOptions(detach=detach, ready_timeout_s=request.timeout,
+                                       keep_runs=request.keep_runs, on_event=_print_event))
     for note in report.notes:
         console.print(note, markup=False)
     for warning in report.warnings:
@@ -116,8 +98,8 @@ def up(
         observed = _wait_ready_live(handle)
         ready = True
         _print_ready(observed)
-        if prometheus:
-            _start_prometheus(handle.name, prometheus_port)
+        if request.prometheus:
+            _start_prometheus(handle.name, request.prometheus_port)
         if detach:
             for line in handle.next_steps():
                 console.print(line, markup=False)
@@ -181,13 +163,7 @@ def _print_change(observed: ObservedGraph) -> None:
         console.print(f"degraded: {problem}", markup=False)
 
 
-def status(
-    name: Annotated[str | None, typer.Argument(
-        help="Graph name (default: the only running graph).")] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print the observation as JSON (phase, problems, every process with "
-                       "its node) instead of tables.")] = False,
-) -> None:
+def status(request: StatusRequest) -> None:
     """Show a running graph's processes (pid, state, port, restarts, ready), and its worker
     registrations with their leases as the router sees them. Exit status 0 when it is ready
     (or starting, or was stopped cleanly), 3 when degraded, 1 when failed or its supervisor
@@ -196,9 +172,9 @@ def status(
     from ..placements.registry import handle_for_run
     from ..placements.reports import StatusVerdict
 
-    handle = handle_for_run(find_run(name, active_only=False))
+    handle = handle_for_run(find_run(request.name, active_only=False))
     observed = handle.status()
-    if as_json:
+    if request.as_json:
         console.print_json(observed.model_dump_json())
         raise typer.Exit(observed.verdict.exit_code)
     console.print(status_table(observed))
@@ -240,31 +216,22 @@ def _print_registrations(handle: GraphHandle) -> None:
                       markup=False)
 
 
-def logs(
-    process: Annotated[str | None, typer.Argument(
-        help="Process name (etcd, nats, frontend, prefill-0...; default: all).")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")]
-    = False,
-    name: Annotated[str | None, typer.Option(
-        "--name", help="Graph name (default: the only running graph).")] = None,
-    lines: Annotated[int, typer.Option("--lines", "-n", help="Lines to show first.", min=0)]
-    = 40,
-) -> None:
+def logs(request: LogsRequest) -> None:
     """Print a graph's process logs (Ctrl-C ends --follow)."""
     from ..placements.lookup import find_run
     from ..placements.registry import handle_for_run
 
-    handle = handle_for_run(find_run(name, active_only=False))
-    names = handle.process_names()
+    handle = handle_for_run(find_run(request.name, active_only=False))
+    names, process = handle.process_names(), request.process
     if process is not None and process not in names:
         raise UserInputError(f"no process {process!r} in graph {handle.name}",
                              fix="use one of " + ", ".join(names))
     chosen = [process] if process else names
     prefix = len(chosen) > 1
     for proc in chosen:
-        for line in handle.tail(proc, lines):
+        for line in handle.tail(proc, request.lines):
             console.print(f"{proc} | {line}" if prefix else line, markup=False)
-    if follow:
+    if request.follow:
         try:
             for proc, line in handle.follow(chosen):
                 console.print(f"{proc} | {line}" if prefix else line, markup=False)
@@ -272,18 +239,14 @@ def logs(
             return
 
 
-def down(
-    name: Annotated[str | None, typer.Argument(
-        help="Graph name (default: the only running graph).")] = None,
-    all_graphs: Annotated[bool, typer.Option("--all", help="Stop every running graph.")]
-    = False,
-) -> None:
+def down(request: DownRequest) -> None:
     """Stop a graph: frontend, workers, NATS, etcd; nothing it started keeps running."""
     from ..observe.prometheus_run import stop_prometheus
     from ..placements.lookup import active_runs, find_run
     from ..placements.registry import handle_for_run
 
-    if all_graphs:
+    name = request.name
+    if request.all_graphs:
         runs = active_runs()
         if not runs:
             console.print("no graph is running", markup=False)
@@ -299,19 +262,18 @@ def down(
             console.print(note, markup=False)
 
 
-def prepare(
-    file: Annotated[Path, typer.Argument(help="Topology YAML with placement hosts.")],
-) -> None:
+def prepare(request: PrepareRequest) -> None:
     """Prepare a hosts graph's run directory to copy to its nodes (node scripts, README,
     cluster plan, topology, the mocker's model card) and print what to run where; then
     `status`, `logs`, `doctor` and `down` find it by name."""
     from ..placements.registry import handle_for
 
-    for line in handle_for(_load(file)).prepare(source=str(file)):
+    for line in handle_for(_load(request.file)).prepare(source=str(request.file)):
         console.print(line, markup=False)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this group's commands to the app."""
-    for command in (up, prepare, status, logs, down):
-        app.command()(command)
+COMMANDS = (Command(up, ("dis_serve.launch.request:UpRequest",)),
+            Command(prepare, ("dis_serve.launch.request:PrepareRequest",)),
+            Command(status, ("dis_serve.launch.request:StatusRequest",)),
+            Command(logs, ("dis_serve.launch.request:LogsRequest",)),
+            Command(down, ("dis_serve.launch.request:DownRequest",)))

@@ -73,7 +73,7 @@ def _models_app(command: Command) -> typer.Typer:
         try:
             requests = [parse_values(m, {f: values[f] for f in m.model_fields})
                         for m in models]
-            command.run(*requests)
+            command.function()(*requests)
         except UserInputError as exc:
             raise in_flags(models, exc) from None
 

@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from ..errors import UserInputError
+from ..inputs.options import Command
+
+if TYPE_CHECKING:
+    from ..render.request import InitRequest, RenderRequest, SchemaRequest, ValidateRequest
 
 console = Console(highlight=False, soft_wrap=True)
 
 
-def validate(
-    files: Annotated[list[Path], typer.Argument(help="Topology YAML files.")],
-) -> None:
+def validate(request: ValidateRequest) -> None:
     """Check topology files (schema, parallelism, GPU budget, memory, ports). Starts nothing."""
     from ..placements.registry import PLACEMENTS
     from ..render.cluster_plan import checkpoint_warning
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
-    for path in files:
+    for path in request.files:
         topo = load_model_file(Topology, path)
         pools = ", ".join(f"{role.value} {pool.workers}x TP{pool.tensor_parallel}"
                           for role, pool in topo.active_pools())
@@ -38,6 +39,8 @@ def validate(
                 console.print(f"warning: {warning}", markup=False)
         if topo.placement.kind.multi_node:
             _print_placement(topo)
+        for note in (n for placement in PLACEMENTS for n in placement.validate_notes(topo)):
+            console.print(note, markup=False)
         # The same warnings `up` prints, before anyone starts the graph.
         from ..launch.preflight import exposure_warnings
 
@@ -63,22 +66,17 @@ def _print_placement(topo) -> None:  # Topology
         console.print(f"warning: {warning}", markup=False)
 
 
-def render(
-    file: Annotated[Path, typer.Argument(help="Topology YAML file.")],
-    target: Annotated[str, typer.Option(
-        help="Which placement's files to write, or all (an unknown name lists the "
-             "placements).")] = "all",
-    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("rendered"),
-) -> None:
+def render(request: RenderRequest) -> None:
     """Write the graph as local launch files and/or a Kubernetes DynamoGraphDeployment."""
     from ..placements.files import write_rendered
     from ..placements.registry import check_target_name
     from ..topology import Topology
     from ..yaml_input import load_model_file
 
-    check_target_name(target)
-    topo = load_model_file(Topology, file)
-    outcome = write_rendered(topo, target, out.resolve(), source=str(file))
+    check_target_name(request.target)
+    topo = load_model_file(Topology, request.file)
+    outcome = write_rendered(topo, request.target, request.out.resolve(),
+                             source=str(request.file))
     for line in outcome.written:
         console.print(f"wrote {line}", markup=False)
     for warning in outcome.warnings:
@@ -89,13 +87,9 @@ def render(
         console.print(f"next: {step}", markup=False)
 
 
-def schema(
-    markdown: Annotated[bool, typer.Option(
-        "--markdown", help="Print the Markdown reference (docs/topology.md) instead: every "
-                           "section, key, type, default and description.")] = False,
-) -> None:
+def schema(request: SchemaRequest) -> None:
     """Print the topology JSON Schema (point your editor's YAML support at it)."""
-    if markdown:
+    if request.markdown:
         from ..schema_reference import topology_reference
 
         typer.echo(topology_reference(), nl=False)
@@ -105,21 +99,19 @@ def schema(
     typer.echo(json.dumps(Topology.model_json_schema(), indent=2))
 
 
-def init(
-    file: Annotated[Path, typer.Argument(help="Where to write the starter topology.")] = Path(
-        "topology.yaml"),
-    force: Annotated[bool, typer.Option(help="Overwrite an existing file.")] = False,
-) -> None:
+def init(request: InitRequest) -> None:
     """Write a commented starter topology."""
     from ..builtin import STARTER_TOPOLOGY
 
-    if file.exists() and not force:
+    file = request.file
+    if file.exists() and not request.force:
         raise UserInputError("file exists", source=str(file),
                              fix="choose another path or pass --force")
     file.write_text(STARTER_TOPOLOGY.read_text())
     console.print(f"wrote {file}; next: dis-serve validate {file}", markup=False)
 
 
-def register(app: typer.Typer) -> None:
-    for command in (validate, render, schema, init):
-        app.command()(command)
+COMMANDS = (Command(validate, ("dis_serve.render.request:ValidateRequest",)),
+            Command(render, ("dis_serve.render.request:RenderRequest",)),
+            Command(schema, ("dis_serve.render.request:SchemaRequest",)),
+            Command(init, ("dis_serve.render.request:InitRequest",)))

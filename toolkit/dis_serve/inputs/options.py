@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,11 @@ class Command:
     @property
     def name(self) -> str:
         return self.run.__name__.replace("_", "-")
+
+    def function(self) -> Callable[..., object]:
+        """`run` as its module holds it when the command runs (a test may stand in for it)."""
+        module = sys.modules.get(self.run.__module__)
+        return getattr(module, self.run.__name__, self.run)
 
     def model_classes(self) -> tuple[type[BaseModel], ...]:
         classes = []

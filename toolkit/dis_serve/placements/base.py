@@ -205,6 +205,10 @@ class Placement(Protocol):
         """What `validate` warns about this topology when it is rendered here."""
         ...
 
+    def validate_notes(self, topo: Topology) -> list[str]:
+        """What `validate` says this placement will need or hold (facts, not warnings)."""
+        ...
+
     def topology_section(self, nodes: int) -> dict:
         """The topology's `placement:` for a graph planned on `nodes` nodes (`plan`)."""
         ...

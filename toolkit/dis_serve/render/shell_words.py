@@ -84,6 +84,25 @@ def checkpoint_check(path: str) -> str:
     return f"test -f {quoted}/config.json && compgen -G {quoted}'/*.safetensors' >/dev/null"
 
 
+# CAP_IPC_LOCK's bit in /proc/self/status's CapEff mask (linux/capability.h).
+CAP_IPC_LOCK_BIT = 14
+
+
+def memlock_check(where: str, fix: str, *, fatal: bool) -> str:
+    """One POSIX sh line, the same on every target: UCX and NIXL pin (register) the KV-cache
+    buffers they send, which needs an unlimited locked-memory limit or CAP_IPC_LOCK in
+    effect (a non-root user holds it in no set, whatever the container asks:
+    kubernetes/kubernetes#56374). Neither: one line on stderr naming `where` and `fix`, and
+    exit 1 when `fatal` (RDMA), else carry on."""
+    warning = echo_line(f"{where}: locked memory is limited to ", runtime("limit"),
+                        f" KiB and CAP_IPC_LOCK is not in effect; UCX/NIXL pin the KV-cache "
+                        f"buffers they send: {fix}", stream=">&2")
+    return ('limit=$(ulimit -l); cap=0; while read -r key value; do '
+            '[ "$key" = CapEff: ] && cap=$value; done < /proc/self/status; '
+            f'if [ "$limit" != unlimited ] && [ $(( 0x$cap >> {CAP_IPC_LOCK_BIT} & 1 )) = 0 ]; '
+            f"then {warning}" + ("; exit 1" if fatal else "") + "; fi")
+
+
 def readable(text: str) -> str:
     """Text for a comment or a README: run-time variables shown as $NAME, and on one line
     (a line break in a value must never end a comment and start a command)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -239,3 +240,36 @@ def write_node_server(directory: Path, node: str, cert: bytes, key: bytes) -> Pk
     write_private_files(Path(paths.server_cert).parent,
                         {paths.server_cert: cert, paths.server_key: key})
     return paths
+
+
+def issue_named_certificates(graph: str, wanted: dict[str, list[str]], *,
+                             now: dt.datetime | None = None, validity_days: int = 30
+                             ) -> tuple[bytes, dict[str, tuple[bytes, bytes]]]:
+    """A new CA for `graph` and, for each entry of `wanted`, a certificate for server and
+    client authentication whose SANs are its names (and loopback), signed by that CA:
+    (CA certificate PEM, {entry: (certificate PEM, key PEM)}). The CA's key is not returned:
+    nothing can sign with it later."""
+    now = now or dt.datetime.now(dt.UTC)
+    ca, ca_key = _ca(graph, now, validity_days)
+    issued = {}
+    for entry, names in wanted.items():
+        cert, key = _server(graph, names, ca, ca_key, now=now, days=validity_days,
+                            common_name=names[0])
+        issued[entry] = (cert.public_bytes(_PEM), _pem_key(key))
+    return ca.public_bytes(_PEM), issued
+
+
+def certificate_fits(ca_cert: bytes, cert: bytes, names: list[str], *, now: dt.datetime,
+                     days_left: float) -> bool:
+    """Whether `cert` was signed by `ca_cert`, names every one of `names` and stays valid,
+    with its CA, for `days_left` more days."""
+    try:
+        ca = x509.load_pem_x509_certificate(ca_cert)
+        leaf = x509.load_pem_x509_certificate(cert)
+        leaf.verify_directly_issued_by(ca)
+        sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, TypeError, x509.ExtensionNotFound, InvalidSignature):
+        return False
+    wanted = set(subject_alt_names(names))
+    until = now + dt.timedelta(days=days_left)
+    return wanted <= set(sans) and min(leaf.not_valid_after_utc, ca.not_valid_after_utc) > until

@@ -41,6 +41,7 @@ from .kubernetes import (
     K8S_NAME_RE,
     QUANTITY_RE,
     REVISION_RE,
+    CertificateSource,
     ComputeResources,
     Digest,
     IssuerRef,
@@ -55,6 +56,7 @@ from .kubernetes import (
     Revision,
     ServiceExposure,
     Toleration,
+    quantity_bytes,
 )
 from .model import (
     MAX_MODEL_ID_BYTES,
@@ -103,6 +105,7 @@ __all__ = [
     "Autoscale",
     "AutoscaleTarget",
     "Backend",
+    "CertificateSource",
     "ComputeResources",
     "Coordination",
     "Digest",
@@ -162,5 +165,6 @@ __all__ = [
     "exposure_problem",
     "is_valid_name",
     "pack_gpus",
+    "quantity_bytes",
     "security_warnings",
 ]

@@ -15,6 +15,18 @@ QUANTITY_RE = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?")
 K8S_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
+_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+          "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, None: 1}
+
+
+def quantity_bytes(quantity: str) -> float:
+    """A Kubernetes quantity (16Gi, 500m, 90G) as a number (bytes for a size)."""
+    match = QUANTITY_RE.fullmatch(quantity)
+    assert match is not None, quantity  # the schema only lets valid quantities through
+    number = float(quantity[:match.start(2)] if match.group(2) else quantity)
+    return number * _UNITS[match.group(2)]
+
+
 def _full_match(pattern: re.Pattern[str], example: str) -> AfterValidator:
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
@@ -81,6 +93,15 @@ class Rdma(Strict):
         description="Run workers privileged, as NVIDIA's provider profiles do; only for "
                     "device plugins that need it. Default: IPC_LOCK only (pinning "
                     "registered memory), no privilege.")
+    run_as_root: bool = Field(
+        default=True,
+        description="Workers run as root inside their container, with IPC_LOCK as their "
+                    "only capability: a non-root user cannot use IPC_LOCK "
+                    "(kubernetes/kubernetes#56374), and RDMA registration pins memory. "
+                    "false: run as kubernetes.security.run_as_user and rely on the container "
+                    "runtime's locked-memory limit (containerd: LimitMEMLOCK=infinity); "
+                    "either way a worker checks at start and stops with one line if it "
+                    "cannot lock memory.")
 
     @model_validator(mode="after")
     def _resource_known(self) -> Rdma:
@@ -174,39 +195,67 @@ class IssuerRef(Strict):
                        description="API group of the issuer (external issuers have their own).")
 
 
-class KubernetesTls(Strict):
-    """Where the graph's certificates live in the cluster (`security.tls` on Kubernetes):
-    Secrets the pods mount, made by you or by cert-manager from `issuer`."""
+class CertificateSource(StrEnum):
+    """Who makes the Secrets the graph's pods mount."""
 
+    SECRETS = "secrets"
+    CERT_MANAGER = "cert-manager"
+    EXISTING = "existing"
+
+
+class KubernetesTls(Strict):
+    """Where the graph's certificates live in the cluster (`security.tls` on Kubernetes): two
+    Secrets the pods mount, the frontend's and the pods' own, made by dis-serve (`secrets`),
+    by cert-manager (`cert-manager`) or by you (`existing`)."""
+
+    certificates: CertificateSource = Field(
+        default=CertificateSource.SECRETS,
+        description="secrets: `render` issues the graph's own CA and certificates and writes "
+                    "them as Secret manifests (k8s/tls-secrets.yaml, kept across renders while "
+                    "they fit); cert-manager: Certificate objects, signed by `issuer` or by a "
+                    "CA Issuer rendered beside them; existing: you create the Secrets "
+                    "(`render` prints the commands).")
     frontend_secret: K8sName | None = Field(
         default=None,
         description="Secret (tls.crt, tls.key, ca.crt) the frontend serves HTTPS with "
                     "(default: NAME-frontend-tls).")
     frontend_dns_names: list[str] = Field(
         default_factory=list,
-        description="issuer: names clients reach the frontend by besides its in-cluster "
-                    "Services (a load balancer's DNS name).")
+        description="Names clients reach the frontend by besides its in-cluster Services "
+                    "(a load balancer's DNS name).")
     client_secret: K8sName | None = Field(
         default=None,
-        description="Secret (tls.crt, tls.key, ca.crt) whose client certificate the "
-                    "frontend, workers and planner present to the platform's etcd and NATS "
+        description="Secret (tls.crt, tls.key, ca.crt) of the pods' own certificate: every "
+                    "Dynamo pod serves and calls the request plane with it (mutual TLS), and "
+                    "presents it to the platform's etcd and NATS when `planes` is on "
                     "(default: NAME-client-tls).")
     planes: bool = Field(
-        default=True,
-        description="The platform's etcd and NATS speak TLS with client certificates; false "
-                    "where they do not (the pods then get no client certificate).")
+        default=False,
+        description="The platform's NATS (and etcd, where its discovery uses etcd) require "
+                    "TLS client certificates. Dynamo's platform chart ships NATS without TLS "
+                    "at a nats:// address and discovery through the Kubernetes API (no etcd): "
+                    "false, its default, matches it.")
     etcd_endpoints: str | None = Field(
         default=None, min_length=1,
-        description="ETCD_ENDPOINTS of the platform's etcd over TLS (https://...), where the "
-                    "operator injects a plain-HTTP one.")
+        description="planes: ETCD_ENDPOINTS of the platform's etcd over TLS (https://...), "
+                    "where the operator injects a plain-HTTP one.")
     nats_server: str | None = Field(
         default=None, min_length=1,
-        description="NATS_SERVER of the platform's NATS over TLS (tls://...), where the "
-                    "operator injects a nats:// one (Dynamo refuses TLS settings with it).")
+        description="planes: NATS_SERVER of the platform's NATS over TLS (tls://...), where "
+                    "the operator injects a nats:// one (Dynamo refuses TLS settings with it).")
     issuer: IssuerRef | None = Field(
         default=None,
-        description="Render cert-manager Certificate objects for those Secrets, signed by "
-                    "this issuer (a CA issuer: its ca.crt lands in each Secret).")
+        description="cert-manager: the issuer that signs the graph's certificates (a CA "
+                    "issuer: its ca.crt lands in each Secret). Default: a self-signed CA and a "
+                    "CA Issuer rendered for the graph.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _issuer_means_cert_manager(cls, data: Any) -> Any:
+        # Before `certificates` existed, naming an issuer was how to ask for cert-manager.
+        if isinstance(data, dict) and data.get("issuer") and "certificates" not in data:
+            return {**data, "certificates": CertificateSource.CERT_MANAGER.value}
+        return data
 
     @model_validator(mode="after")
     def _schemes(self) -> KubernetesTls:
@@ -217,6 +266,25 @@ class KubernetesTls(Strict):
         if self.nats_server and not self.nats_server.startswith("tls://"):
             raise ValueError(f"kubernetes.tls.nats_server {self.nats_server[:80]!r} must start "
                              "with tls:// (Dynamo 1.6.1 refuses NATS TLS settings otherwise)")
+        if (self.etcd_endpoints or self.nats_server) and not self.planes:
+            raise ValueError("kubernetes.tls.etcd_endpoints / nats_server name the platform's "
+                             "TLS endpoints, but kubernetes.tls.planes is false; set planes: "
+                             "true (the platform's etcd and NATS require TLS) or remove them")
+        return self
+
+    @model_validator(mode="after")
+    def _issuer_fits(self) -> KubernetesTls:
+        if self.issuer is not None and self.certificates is not CertificateSource.CERT_MANAGER:
+            raise ValueError(f"kubernetes.tls.issuer is set but kubernetes.tls.certificates is "
+                             f"{self.certificates.value}; set certificates: cert-manager or "
+                             "remove the issuer")
+        own_ca = (self.certificates is CertificateSource.SECRETS
+                  or (self.certificates is CertificateSource.CERT_MANAGER and self.issuer is None))
+        if self.planes and own_ca:
+            raise ValueError("kubernetes.tls.planes is true, but the pods' certificate would "
+                             "come from the graph's own CA, which the platform's etcd and NATS "
+                             "do not trust; set certificates: cert-manager with the issuer of "
+                             "the platform's CA, or certificates: existing")
         return self
 
 

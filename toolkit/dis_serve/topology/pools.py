@@ -80,8 +80,8 @@ class KvTransfer(Strict):
         default=KvTransferBackend.DEFAULT, description="DEFAULT | NIXL | UCX | MPI.")
     max_tokens_in_buffer: int | None = Field(
         default=None, gt=0,
-        description="Transfer buffer in tokens; must hold the longest input "
-                    "(default: model.max_input_tokens rounded up to a power of two).")
+        description="Transfer buffer in tokens; must exceed the longest input (default: "
+                    "the smallest power of two above model.max_input_tokens).")
 
 
 class Mocker(Strict):

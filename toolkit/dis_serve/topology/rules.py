@@ -4,12 +4,14 @@ key, the value and the fix. Pure: they read the topology and the catalog, never 
 
 from __future__ import annotations
 
+import math
 from urllib.parse import urlsplit
 
 from ..catalog import KNOWN_MODELS, find_known_model
 from ..sizing import GIB
 from .base import MAX_SYSTEM_PORT, is_valid_name
 from .enums import EtcdMode, Mode, NatsMode, PoolRole, ProcessKind, WeightDtype
+from .kubernetes import quantity_bytes
 from .packing import pack_gpus
 from .placement import (
     ADDRESS_RE,
@@ -291,11 +293,14 @@ def check_kv_buffer(topo: TopologySpec) -> None:
     if topo.mode is not Mode.DISAGG:
         return
     buffer = topo.kv_buffer_tokens
-    if buffer < topo.model.max_input_tokens:
+    longest = topo.model.max_input_tokens
+    if buffer <= longest:
+        # Dynamo's examples: "Must exceed max ISL to avoid transfer failures and perf
+        # degradation" (engine_configs/deepseek-r1/disagg/simple/prefill.yaml).
         raise ValueError(
-            f"kv_transfer.max_tokens_in_buffer {buffer} is below model.max_input_tokens "
-            f"({topo.model.max_input_tokens}); the longest prompt's KV could not be sent; "
-            f"set it to at least {topo.model.max_input_tokens}")
+            f"kv_transfer.max_tokens_in_buffer {buffer} does not exceed model.max_input_tokens "
+            f"({longest}); the longest prompt's KV transfer can fail or stall; set it above "
+            f"{longest}, e.g. {1 << longest.bit_length()}")
 
 
 def check_security(topo: TopologySpec) -> None:
@@ -304,7 +309,30 @@ def check_security(topo: TopologySpec) -> None:
         raise ValueError(problem)
 
 
+def check_model_cache(topo: TopologySpec) -> None:
+    """A model-cache claim the topology sizes itself must hold the checkpoint it downloads."""
+    cache = topo.kubernetes.model_cache
+    if cache.size is None or cache.existing or not topo.backend.needs_gpu:
+        return
+    holds = quantity_bytes(cache.size) / 1e9
+    need = topo.model_files_gb
+    if holds < need:
+        gib = math.ceil(need * 1e9 / 2**30 * 1.25)
+        raise ValueError(
+            f"kubernetes.model_cache.size {cache.size} ({holds:.1f} GB) cannot hold the "
+            f"{need:.1f} GB of {topo.model.id} the download Job fetches; set it to at least "
+            f"{gib}Gi, or leave it unset to size it from the download")
+
+
+def check_kubernetes_tls(topo: TopologySpec) -> None:
+    if topo.kubernetes.tls.planes and not topo.security.tls.mode.encrypts:
+        raise ValueError("kubernetes.tls.planes is true (the platform's etcd and NATS require "
+                         "TLS client certificates) but security.tls.mode is off, so the pods "
+                         "hold no certificate; turn TLS on or set planes: false")
+
+
 # In the order they run: the first broken rule is the one reported.
 RULES = (check_name, check_architecture, check_placement, check_pools, check_parallelism,
          check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory, check_ports,
-         check_kv_buffer, check_autoscale, check_security)
+         check_kv_buffer, check_autoscale, check_security, check_model_cache,
+         check_kubernetes_tls)

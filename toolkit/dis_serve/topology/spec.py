@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import math
 
 from pydantic import Field, field_validator
 
@@ -28,6 +27,12 @@ from .placement import Placement, PlacementKind
 from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
 from .security import Security
 from .supervision import Supervision
+
+# A 16-bit weight, as a quantized checkpoint keeps its embeddings and output head.
+_HALF_BYTES = 2.0
+# The files of a model repository beside its weights (tokenizer, configs, the index),
+# generously.
+_SIDE_FILES_GB = 0.1
 
 # The topology file's format. A file without `schema_version` is read as version 1 (every
 # file before the key existed); `validate` notes it. A change that old files cannot be read
@@ -118,6 +123,26 @@ class TopologySpec(Strict):
     def total_gpus(self) -> int:
         return sum(pool.gpus for _, pool in self.active_pools())
 
+    @property
+    def checkpoint_gb(self) -> float:
+        """Decimal GB of the checkpoint's weight files, what the workers load and the model
+        cache holds: every parameter in the checkpoint's format, except that a quantized
+        checkpoint keeps the input embeddings and the output head (vocabulary x hidden each)
+        at 16 bits (ModelOpt's FP8 exports exclude lm_head; an embedding is no linear
+        layer)."""
+        arch = self.model.resolved_architecture()
+        bytes_per_param = self.model.dtype.bytes_per_param
+        embeddings = 2 * arch.vocab_size * arch.hidden_size / 1e9
+        return ((arch.params_billion - embeddings) * bytes_per_param
+                + embeddings * max(bytes_per_param, _HALF_BYTES))
+
+    @property
+    def model_files_gb(self) -> float:
+        """Decimal GB a download of the model fetches: for a GPU engine the weights and the
+        files beside them (never the second copies NVIDIA's recipes exclude), for the mocker
+        its tokenizer and config files only."""
+        return _SIDE_FILES_GB + (self.checkpoint_gb if self.backend.needs_gpu else 0.0)
+
     def max_workers(self, role: PoolRole) -> int | None:
         """The pool's ceiling for `scale`, `apply` and the planner: its max_workers, else
         `workers` on Slurm (the job holds no spare GPUs), else None (the nodes' free GPUs
@@ -136,9 +161,12 @@ class TopologySpec(Strict):
 
     @property
     def kv_buffer_tokens(self) -> int:
+        """The cache transceiver's buffer: the smallest power of two above the longest input
+        (Dynamo's engine_configs/deepseek-r1/disagg/simple/prefill.yaml: 'Must exceed max
+        ISL to avoid transfer failures and perf degradation', 16384 for 8192)."""
         if self.kv_transfer.max_tokens_in_buffer is not None:
             return self.kv_transfer.max_tokens_in_buffer
-        return 1 << max(0, math.ceil(math.log2(self.model.max_input_tokens)))
+        return 1 << self.model.max_input_tokens.bit_length()
 
     @property
     def off_loopback_because(self) -> str | None:

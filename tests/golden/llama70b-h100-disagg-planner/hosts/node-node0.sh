@@ -9,7 +9,7 @@ export HEAD_ADDRESS
 
 # before the workers start
 test -f /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8/config.json && compgen -G /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8'/*.safetensors' >/dev/null || { echo 'node node0: model.path /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8 has no config.json or no *.safetensors weights; put the checkpoint on storage every node mounts' >&2; exit 1; }
-if [ "$(ulimit -l)" != unlimited ]; then echo 'node node0: locked memory is limited to '"$(ulimit -l)"' KiB; UCX/NIXL pin KV-cache buffers: raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf)' >&2; fi
+limit=$(ulimit -l); cap=0; while read -r key value; do [ "$key" = CapEff: ] && cap=$value; done < /proc/self/status; if [ "$limit" != unlimited ] && [ $(( 0x$cap >> 14 & 1 )) = 0 ]; then echo 'node node0: locked memory is limited to '"${limit}"' KiB and CAP_IPC_LOCK is not in effect; UCX/NIXL pin the KV-cache buffers they send: raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf)' >&2; fi
 # The agent reads cluster-plan.json and topology.json beside this script, makes the
 # mocker's model card if it is missing, and stops this node's processes in order on
 # Ctrl-C or SIGTERM.

@@ -24,8 +24,8 @@ stop_all() {
 }
 trap stop_all EXIT
 trap 'exit 143' INT TERM
-wait_ready() {  # NAME PID CHECK: poll CHECK for up to 1910 s while PID runs
-  local deadline=$((SECONDS + 1911))
+wait_ready() {  # NAME PID CHECK: poll CHECK for up to 1930 s while PID runs
+  local deadline=$((SECONDS + 1931))
   while ((SECONDS < deadline)); do
     if eval "$3" 2>/dev/null; then echo "ready: $1"; return 0; fi
     if ! kill -0 "$2" 2>/dev/null; then
@@ -33,7 +33,7 @@ wait_ready() {  # NAME PID CHECK: poll CHECK for up to 1910 s while PID runs
     fi
     sleep 0.1
   done
-  echo "not ready after 1910 s: $1 (see $LOGS/$1.log)" >&2; exit 1
+  echo "not ready after 1930 s: $1 (see $LOGS/$1.log)" >&2; exit 1
 }
 # Every plane is mutual TLS with the graph's certificates in rendered/local/tls and nats.conf beside them; `dis-serve up` makes them. Dynamo also takes etcd's client certificate and key as PEM text in ETCD_AUTH_CA, ETCD_AUTH_CLIENT_CERT and ETCD_AUTH_CLIENT_KEY: export them (from tls/) before running this by hand.
 # Several nodes: this script is the local view (everything on loopback). Use `dis-serve render --target hosts` (one script per node) or `--target slurm` (one sbatch job).

@@ -44,6 +44,9 @@ class HostsPlacement:
     def validate_warnings(self, topo: Topology) -> list[str]:
         return []
 
+    def validate_notes(self, topo: Topology) -> list[str]:
+        return []
+
     def topology_section(self, nodes: int) -> dict:
         """`placement:` of a planned topology on `nodes` machines: each named for its index
         and addressed by that name until the user puts in the real address (a name the

@@ -24,6 +24,7 @@ from ...render.shell_words import (
     checkpoint_check,
     comment,
     curl_tls_words,
+    memlock_check,
     private_files_lines,
     readable,
     runtime,
@@ -94,11 +95,8 @@ def _worker_node_checks(topo: Topology, node: NodeProcesses) -> list[str]:
         lines.append(f"{checkpoint_check(path)} || "
                      f"{{ echo {word(problem)} >&2; exit 1; }}")
     rdma = topo.placement.interconnect is KvInterconnect.RDMA
-    lines.append('if [ "$(ulimit -l)" != unlimited ]; then echo '
-                 + word(f"node {node.name}: locked memory is limited to ") + '"$(ulimit -l)"'
-                 + word(" KiB; UCX/NIXL pin KV-cache buffers: raise it (ulimit -l "
-                               "unlimited, or memlock in /etc/security/limits.conf)")
-                 + " >&2" + ("; exit 1" if rdma else "") + "; fi")
+    lines.append(memlock_check(f"node {node.name}", "raise it (ulimit -l unlimited, or "
+                               "memlock in /etc/security/limits.conf)", fatal=rdma))
     return lines
 
 

@@ -12,12 +12,14 @@ objects.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ...engines import engine_for
 from ...render.dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from ...render.engine_config import dump_engine_config, engine_config_name, render_engine_configs
 from ...topology import PoolRole, Topology
+from .certificates import render_certificates
 from .model_cache import (
     cache_mount,
     cache_volume,
@@ -29,6 +31,7 @@ from .model_cache import (
     render_download_job,
     wait_for_cache,
 )
+from .monitor import metrics_opt_out
 from .network import render_network_policy, render_public_service
 from .planner import planner_component
 from .pod import (
@@ -40,6 +43,7 @@ from .pod import (
     frontend_resources,
     image_ref,
     labels,
+    memlock_init_container,
     pod_security_context,
     rdma_env,
     uses_rdma,
@@ -47,14 +51,15 @@ from .pod import (
     worker_resources,
     worker_scheduling,
 )
+from .secrets import SECRETS_FILE, uses_own_secrets
 from .tls import (
     client_secret,
     frontend_probe_action,
     frontend_tls_files,
     planes_env,
     planes_tls,
-    render_certificates,
     secret_commands,
+    tls_on,
     tls_volumes,
 )
 
@@ -76,7 +81,7 @@ def target_params(topo: Topology) -> TargetParams:
     operator supplies the namespace and the discovery endpoints; workers load the model from
     the model cache (by id, or a pinned commit's snapshot directory) and read their engine
     configs (and the frontend its router policy) from ConfigMaps; the frontend serves HTTPS
-    from its mounted Secret (k8s_tls.py)."""
+    from its mounted Secret (tls.py)."""
     policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
     return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
                         model_path=model_path(topo), engine_config_dir=ENGINE_CONFIG_MOUNT,
@@ -123,6 +128,10 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
         # The engine's environment, as on every target, then the pod's own.
         "env": [*({"name": k, "value": v} for k, v in engine_for(topo.backend).worker_env.items()),
                 {"name": "DYN_SYSTEM_PORT", "value": str(SYSTEM_PORT)},
+                # Deprecated, and still read by 1.6.1: without it a mocker worker's /health
+                # stayed "notready" for 20 s with its endpoints ready (its readiness probe
+                # would never pass); with it "ready" in 0.2 s (measured 2026-12-02; the
+                # worker test in tests/integration/test_k8s_request_plane.py runs with it).
                 {"name": "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "value": '["generate"]'},
                 *offline_env(), *rdma_env(topo), *planes_env(topo)],
         "ports": [{"name": "system", "containerPort": SYSTEM_PORT}],
@@ -141,8 +150,9 @@ def _worker_pod(topo: Topology, role: PoolRole) -> tuple[dict[str, Any], dict[st
     mounts, volumes = tls_volumes(topo, frontend=False)
     container["volumeMounts"] += mounts
     pod_spec["volumes"] += volumes
-    if (wait := wait_for_cache(topo)) is not None:
-        pod_spec["initContainers"] = [wait]
+    init = [memlock_init_container(topo), wait_for_cache(topo)]
+    if init := [container for container in init if container is not None]:
+        pod_spec["initContainers"] = init
     if engine_for(topo.backend).uses_engine_config:
         container["volumeMounts"].append({"name": "engine-configs",
                                           "mountPath": ENGINE_CONFIG_MOUNT, "readOnly": True})
@@ -169,10 +179,15 @@ def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
 
 
 def render_dgd(topo: Topology) -> dict[str, Any]:
+    """The graph for Dynamo's operator. It and every pod template carry the metrics opt-out
+    (k8s_monitor.py): the graph's own PodMonitors are its pods' only scrapers."""
     components = [_frontend_component(topo)]
     components += [_worker_component(topo, role) for role, _ in topo.active_pools()]
     if topo.autoscale is not None:
         components.append(planner_component(topo))
+    for component in components:
+        component["podTemplate"] = {"metadata": {"annotations": metrics_opt_out()},
+                                    **component["podTemplate"]}
     spec: dict[str, Any] = {"components": components}
     if (framework := engine_for(topo.backend).dgd_backend_framework) is not None:
         spec = {"backendFramework": framework, **spec}
@@ -180,7 +195,7 @@ def render_dgd(topo: Topology) -> dict[str, Any]:
         "apiVersion": "nvidia.com/v1beta1",
         "kind": "DynamoGraphDeployment",
         "metadata": {"name": topo.name, "namespace": topo.kubernetes.namespace,
-                     "labels": labels(topo)},
+                     "labels": labels(topo), "annotations": metrics_opt_out()},
         "spec": spec,
     }
 
@@ -198,10 +213,20 @@ def render_config_map(topo: Topology) -> dict[str, Any] | None:
     }
 
 
+def render_namespace(topo: Topology) -> dict[str, Any] | None:
+    """The graph's namespace, so that applying the directory needs nothing made first
+    (`default` always exists)."""
+    namespace = topo.kubernetes.namespace
+    if namespace == "default":
+        return None
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+
+
 def render_manifests(topo: Topology) -> list[dict[str, Any]]:
-    """In apply order: what the DGD's pods mount or wait for comes before the DGD."""
-    docs = [render_claim(topo), render_download_job(topo), render_config_map(topo),
-            *render_certificates(topo), render_network_policy(topo),
+    """In apply order: the namespace first, then what the DGD's pods mount or wait for, then
+    the DGD."""
+    docs = [render_namespace(topo), render_claim(topo), render_download_job(topo),
+            render_config_map(topo), *render_certificates(topo), render_network_policy(topo),
             render_public_service(topo), render_dgd(topo)]
     return [doc for doc in docs if doc is not None]
 
@@ -218,34 +243,52 @@ def operator_notes(topo: Topology) -> list[str]:
         f"(workers: {shm}; frontend and planner: its 8Gi default) and drops any volume a "
         "pod template mounts there.",
         "env: the operator adds DYN_NAMESPACE, DYN_PARENT_DGD_K8S_NAME, its platform's "
-        "etcd and NATS endpoints and the system port; a variable set here with the same "
-        "name wins.",
+        "discovery backend, NATS (and etcd) endpoints and the system port; a variable set "
+        "here with the same name wins, and none of those is set here.",
         "probes: the ones set here replace the operator's defaults (its worker startup "
         "probe allows 2 hours).",
         "Service: the operator gives the frontend a ClusterIP Service of its own.",
     ]
-    if planes_tls(topo):
-        notes.append(tls_note(topo))
+    notes.append(f"platform: {platform_note(topo)}")
+    if uses_own_secrets(topo):
+        notes.append(f"certificates: the Secrets the pods mount are in {Path(SECRETS_FILE).name} "
+                     "beside "
+                     "this file (keys; `render` keeps them while they are valid), applied "
+                     "with the directory.")
     if render_download_job(topo) is not None:
         notes.append(f"model cache: the frontend and the workers wait (init container) "
                      f"until the Job fills claim "
                      f"{claim_name(topo)} and writes {marker_path(topo)}; they run offline. "
                      "A Job's pod template cannot change: delete the Job before applying a "
                      "new model or revision.")
+    if render_namespace(topo) is not None:
+        notes.append(f"namespace: {topo.kubernetes.namespace} is applied first; `kubectl "
+                     "delete -f` of this file deletes it and everything in it, so delete the "
+                     "graph by name (kubectl delete dynamographdeployment "
+                     f"{topo.name} -n {topo.kubernetes.namespace}) where it is shared.")
     return notes
 
 
-def tls_note(topo: Topology) -> str:
-    """What the pods' client certificates assume of the platform's etcd and NATS."""
+def platform_note(topo: Topology) -> str:
+    """Which Dynamo platform the pods are made for, and what its NATS and etcd must be."""
+    request_plane = ("the request plane between the graph's pods is mutual TLS with the pods' "
+                     f"certificate (Secret {client_secret(topo)}); " if tls_on(topo) else "")
+    if not planes_tls(topo):
+        return ("discovery, NATS and etcd as Dynamo's operator injects them; "
+                + request_plane + "the platform's NATS (and etcd, where its discovery uses "
+                "etcd) must not require TLS, as Dynamo's platform chart installs them "
+                "(nats.config.nats.tls.enabled: false, discoveryBackend: kubernetes, no "
+                "etcd); set kubernetes.tls.planes: true for one whose NATS and etcd do.")
     kube = topo.kubernetes.tls
     where = ("at kubernetes.tls.etcd_endpoints / nats_server"
              if kube.etcd_endpoints or kube.nats_server else
              "at the endpoints the operator injects (https:// for etcd, tls:// for NATS; "
              "else set kubernetes.tls.etcd_endpoints and nats_server)")
-    return ("etcd and NATS: every pod presents the client certificate of Secret "
-            f"{client_secret(topo)}, so the platform's etcd and "
-            f"NATS must speak TLS with client certificates {where}; set "
-            "kubernetes.tls.planes: false where they do not.")
+    return ("discovery as Dynamo's operator injects it; " + request_plane
+            + "every pod also presents that certificate to the platform's etcd and NATS, "
+            f"which must require TLS with client certificates {where}; set "
+            "kubernetes.tls.planes: false for Dynamo's default platform, whose NATS has no "
+            "TLS.")
 
 
 def apply_warnings(topo: Topology) -> list[str]:
@@ -260,13 +303,14 @@ def apply_warnings(topo: Topology) -> list[str]:
 
 
 def apply_prerequisites(topo: Topology) -> list[str]:
-    """What must exist in the cluster before `kubectl apply`, as commands."""
+    """What `kubectl apply -f` of the rendered directory cannot make itself, as commands."""
     kube = topo.kubernetes
     namespace = f"-n {kube.namespace}"
-    steps = [f"kubectl create namespace {kube.namespace} (if it does not exist)"]
-    if not kube.model_cache.existing:
+    steps = []
+    if not kube.model_cache.existing and topo.backend.needs_gpu:
         steps.append(f"kubectl create secret generic {kube.model_cache.hf_token_secret} "
-                     f"{namespace} --from-literal=HF_TOKEN=<your Hugging Face token>")
+                     f"{namespace} --from-literal=HF_TOKEN=<your Hugging Face token> (for a "
+                     "gated model such as Meta's Llama: the download Job runs without it)")
     steps += secret_commands(topo)
     if topo.router.policy_config:
         steps.append(f"kubectl create configmap {router_policy_map_name(topo)} {namespace} "

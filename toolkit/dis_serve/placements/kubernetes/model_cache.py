@@ -22,9 +22,14 @@ import re
 import shlex
 from typing import Any
 
-from ...startup_budget import checkpoint_gb
 from ...topology import Topology
-from .pod import container_security_context, image_ref, labels, pod_security_context
+from .pod import (
+    container_security_context,
+    image_ref,
+    labels,
+    pod_security_context,
+    quantity_gib,
+)
 
 CACHE_MOUNT = "/model-cache"
 HF_HOME = f"{CACHE_MOUNT}/huggingface"
@@ -32,6 +37,13 @@ MARKER_DIR = f"{CACHE_MOUNT}/.dis-serve"
 VOLUME = "model-cache"
 # The mocker needs the tokenizer and config only, all JSON files in a Hugging Face repository.
 TOKENIZER_FILES = "*.json"
+# What NVIDIA's recipes leave out of a download (recipes/gpt-oss-120b/model-cache/
+# model-download.yaml: `--exclude "original/*" --exclude "metal/*"`): a second copy of the
+# weights for the reference implementation (Meta's Llama repositories keep their 16 GB
+# consolidated.00.pth for the 8B there) and one for Apple's Metal, neither read by TensorRT-LLM.
+EXCLUDES = ("original/*", "metal/*")
+# A quarter more than the download (a revision change, hub metadata), in 10Gi steps.
+HEADROOM = 1.25
 # NVIDIA's recipes/llama-3-70b/model-cache/model-download.yaml downloads with hf_transfer
 # (HF_HUB_ENABLE_HF_TRANSFER=1, the package pip-installed in the Job). huggingface_hub 1.x
 # no longer uses hf_transfer (its constants.py warns the variable is ignored) and reaches the
@@ -68,15 +80,31 @@ def downloads(topo: Topology) -> bool:
     return not topo.kubernetes.model_cache.existing
 
 
+def download_gb(topo: Topology) -> float:
+    """Decimal GB the Job downloads (without EXCLUDES; the mocker: tokenizer and config)."""
+    return topo.model_files_gb
+
+
 def claim_size(topo: Topology) -> str:
     if (size := topo.kubernetes.model_cache.size) is not None:
         return size
     if not topo.backend.needs_gpu:
         return "1Gi"
-    # A quarter more than the checkpoint (tokenizer, a revision change, hub metadata), in
-    # 10Gi steps: 90Gi for Llama-3.1-70B in FP8, as NVIDIA's recipe sizes its 100Gi claim.
-    gib = checkpoint_gb(topo) * 1e9 / 1024**3 * 1.25
+    # 90Gi for Llama-3.1-70B in FP8, as NVIDIA's recipe sizes its 100Gi claim; 20Gi for the 8B.
+    gib = download_gb(topo) * 1e9 / 2**30 * HEADROOM
     return f"{max(10, math.ceil(gib / 10) * 10)}Gi"
+
+
+def claim_summary(topo: Topology) -> str | None:
+    """What `validate` says the claim holds (None: no claim of ours). One too small for the
+    checkpoint never gets here: topology/rules.check_model_cache refuses it."""
+    if not downloads(topo):
+        return None
+    size = claim_size(topo)
+    what = ("without " + ", ".join(EXCLUDES) if topo.backend.needs_gpu
+            else "tokenizer and config only")
+    return (f"claim {claim_name(topo)} of {size} ({quantity_gib(size) * 2**30 / 1e9:.1f} GB) "
+            f"holds the {download_gb(topo):.1f} GB of {topo.model.id} ({what})")
 
 
 def marker_path(topo: Topology) -> str:
@@ -123,6 +151,9 @@ def render_claim(topo: Topology) -> dict[str, Any] | None:
 
 def _download_script(topo: Topology) -> str:
     argv = ["hf", "download", topo.model.id, "--revision", topo.model.revision]
+    if topo.backend.needs_gpu:
+        # One flag per pattern: `hf download` reads a second pattern after one flag as a file.
+        argv += [word for pattern in EXCLUDES for word in ("--exclude", pattern)]
     steps = [shlex.join(["mkdir", "-p", MARKER_DIR])]
     if topo.backend.needs_gpu:
         # Kept on the claim, so a re-run does not fetch it again; a failed install (no PyPI
@@ -147,10 +178,14 @@ def render_download_job(topo: Topology) -> dict[str, Any] | None:
     container = {
         "name": "download", "image": image_ref(topo),
         "command": ["sh", "-c", _download_script(topo)],
-        # The token reaches this Job only; workers run offline and never see it.
-        "envFrom": [{"secretRef": {"name": cache.hf_token_secret}}],
+        # The token reaches this Job only; workers run offline and never see it. Optional,
+        # as in NVIDIA's recipes/deepseek-r1/model-cache/model-download.yaml: a model that
+        # is not gated downloads without one.
+        "envFrom": [{"secretRef": {"name": cache.hf_token_secret, "optional": True}}],
+        # hf_xet's chunk cache would live under HF_HOME, on the claim, beside the weights.
         "env": [{"name": "HF_HOME", "value": HF_HOME},
-                {"name": "HF_XET_HIGH_PERFORMANCE", "value": "1"}],
+                {"name": "HF_XET_HIGH_PERFORMANCE", "value": "1"},
+                {"name": "HF_XET_CHUNK_CACHE_SIZE_BYTES", "value": "0"}],
         "volumeMounts": [{"name": VOLUME, "mountPath": CACHE_MOUNT}],
         "resources": {"requests": {"cpu": "2", "memory": "8Gi"},
                       "limits": {"cpu": "2", "memory": "8Gi"}},

@@ -1,6 +1,7 @@
 """Placement Kubernetes: Dynamo's operator runs the graph from a DynamoGraphDeployment.
-Renders `k8s/` (the deployment with its ConfigMaps, model cache, NetworkPolicy and TLS; the
-PodMonitors for a Prometheus Operator). No handle: `kubectl` and the operator own the run."""
+Renders `k8s/` (the deployment with its ConfigMaps, model cache, NetworkPolicy and TLS, the
+Secrets dis-serve issues, the PodMonitors for a Prometheus Operator). No handle: `kubectl` and
+the operator own the run."""
 
 from __future__ import annotations
 
@@ -24,20 +25,28 @@ class KubernetesPlacement:
         return True
 
     def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
+        """`kubectl apply -f k8s/` applies everything the graph needs; its PodMonitors lie in
+        k8s/monitoring/ unless its planner reads them (monitor.py)."""
         from .dump import dump_manifests
         from .manifests import apply_prerequisites, apply_warnings, operator_notes, render_manifests
-        from .monitor import monitor_notes, render_pod_monitors
+        from .monitor import OPTIONAL_FILE, monitor_notes, pod_monitor_file, render_pod_monitors
+        from .secrets import uses_own_secrets, write_tls_secrets
 
         here = out_dir / self.target
         files = {
             "k8s/deployment.yaml": dump_manifests(render_manifests(topo), operator_notes(topo)),
-            "k8s/podmonitor.yaml": dump_manifests(
+            pod_monitor_file(topo): dump_manifests(
                 render_pod_monitors(topo), monitor_notes(topo),
-                heading="Where a Prometheus Operator runs (kubectl apply -f podmonitor.yaml):")}
+                heading="The graph's PodMonitors, for a Prometheus Operator:")}
+        steps = [f"kubectl apply -f {here}"]
+        if pod_monitor_file(topo) == OPTIONAL_FILE:
+            steps.append(f"kubectl apply -f {(out_dir / OPTIONAL_FILE).parent} (where a "
+                         "Prometheus Operator runs: the graph's metrics)")
         return RenderedTarget(
             files=files, warnings=apply_warnings(topo), first_steps=apply_prerequisites(topo),
-            next_steps=[f"kubectl apply -f {here / 'deployment.yaml'} (and "
-                        f"{here / 'podmonitor.yaml'} where a Prometheus Operator runs)"])
+            next_steps=steps,
+            write_secrets=(lambda out: write_tls_secrets(topo, out))
+            if uses_own_secrets(topo) else None)
 
     def check_renderable(self, topo: Topology, source: str | None) -> None:
         """A model on this machine's disk cannot reach a pod."""
@@ -51,6 +60,16 @@ class KubernetesPlacement:
 
         warning = unpinned_revision_warning(topo)
         return [] if warning is None else [warning]
+
+    def validate_notes(self, topo: Topology) -> list[str]:
+        """What the model cache holds, and which Dynamo platform the pods are made for."""
+        from .manifests import platform_note
+        from .model_cache import claim_summary
+
+        notes = [f"kubernetes platform: {platform_note(topo)}"]
+        if (summary := claim_summary(topo)) is not None:
+            notes.insert(0, f"kubernetes model cache: {summary}")
+        return notes
 
     def topology_section(self, nodes: int) -> dict:
         """A topology names no Kubernetes placement: it is rendered from `kubernetes:`."""

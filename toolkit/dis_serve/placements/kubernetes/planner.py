@@ -25,8 +25,8 @@ PLANNER_ENVIRONMENT = "kubernetes"
 
 
 def planner_component(topo: Topology) -> dict[str, Any]:
-    """The planner reads the graph's state from the platform's etcd and NATS like any Dynamo
-    process: it presents the same client certificate (k8s_tls.py)."""
+    """The planner is a Dynamo process like the others: it holds the pods' certificate for
+    the request plane and, on a TLS platform, the platform's etcd and NATS (tls.py)."""
     container: dict[str, Any] = {
         "name": "main", "image": PLANNER_IMAGE,
         "command": ["python3", "-m", "dynamo.planner"],

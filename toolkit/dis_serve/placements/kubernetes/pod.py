@@ -13,7 +13,7 @@ from typing import Any
 from ...engines import engine_for
 from ...engines.base import dynamo_image
 from ...startup_budget import worker_startup_budget_s
-from ...topology import QUANTITY_RE, PoolRole, Topology
+from ...topology import PoolRole, Topology, quantity_bytes
 
 # Since Dynamo 1.1 the planner has its own image (backend images lack its dependencies).
 PLANNER_IMAGE = dynamo_image("dynamo-planner")
@@ -40,10 +40,6 @@ FRONTEND_MIN_CPU = 1.0
 # A mocker worker simulates its engine on one core and holds a tokenizer.
 MOCKER_RESOURCES = {"cpu": "2", "memory": "4Gi"}
 PLANNER_RESOURCES = {"cpu": "1", "memory": "4Gi"}
-_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
-          "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "m": 1e-3, None: 1}
-
-
 def image_ref(topo: Topology) -> str:
     kube = topo.kubernetes
     image = kube.image or engine_for(topo.backend).image
@@ -51,10 +47,7 @@ def image_ref(topo: Topology) -> str:
 
 
 def quantity_gib(quantity: str) -> float:
-    match = QUANTITY_RE.fullmatch(quantity)
-    assert match is not None, quantity  # the schema only lets valid quantities through
-    number = float(quantity[:match.start(2)] if match.group(2) else quantity)
-    return number * _UNITS[match.group(2)] / 2**30
+    return quantity_bytes(quantity) / 2**30
 
 
 def pod_security_context(topo: Topology) -> dict[str, Any]:
@@ -66,15 +59,37 @@ def pod_security_context(topo: Topology) -> dict[str, Any]:
 
 def container_security_context(topo: Topology, *, rdma: bool) -> dict[str, Any]:
     """No privilege and no capabilities, except what RDMA needs: IPC_LOCK to pin the memory
-    it registers with the NIC (or privileged mode where the fabric's plugin asks for it)."""
+    it registers with the NIC (or privileged mode where the fabric's plugin asks for it),
+    held by root inside the container, since a non-root user's added capabilities are in no
+    set that counts (kubernetes/kubernetes#56374), unless `rdma.run_as_root` is off."""
     fabric = topo.kubernetes.rdma
+    root = {"runAsUser": 0, "runAsNonRoot": False} if rdma and fabric.run_as_root else {}
     if rdma and fabric.privileged:
         # NVIDIA's provider profiles add SYS_PTRACE for CUDA IPC between ranks.
-        return {"privileged": True, "capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}}
+        return {**root, "privileged": True,
+                "capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}}
     capabilities: dict[str, list[str]] = {"drop": ["ALL"]}
     if rdma:
         capabilities["add"] = ["IPC_LOCK"]
-    return {"allowPrivilegeEscalation": False, "capabilities": capabilities}
+    return {**root, "allowPrivilegeEscalation": False, "capabilities": capabilities}
+
+
+def memlock_init_container(topo: Topology) -> dict[str, Any] | None:
+    """Before a TensorRT-LLM worker starts, the check every target runs (shell_words.
+    memlock_check), as the worker's own user with its own capabilities: with RDMA a worker
+    that cannot lock memory stops here with one line (kubectl logs -c check-memlock), instead
+    of failing to register KV-cache buffers later."""
+    if not topo.backend.needs_gpu:
+        return None
+    from ...render.shell_words import memlock_check
+
+    rdma = uses_rdma(topo)
+    fix = ("keep kubernetes.rdma.run_as_root on, or raise the locked-memory limit of the "
+           "container runtime (containerd: LimitMEMLOCK=infinity)")
+    return {"name": "check-memlock", "image": image_ref(topo),
+            "command": ["sh", "-c", memlock_check(f"{topo.name} worker", fix, fatal=rdma)],
+            "resources": _requests_and_limits({"cpu": "100m", "memory": "64Mi"}),
+            "securityContext": container_security_context(topo, rdma=rdma)}
 
 
 def _requests_and_limits(values: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -163,7 +178,7 @@ def worker_probes(topo: Topology) -> dict[str, dict[str, Any]]:
 
 def frontend_probes(port: str, action: Callable[[str], dict[str, Any]] | None = None
                     ) -> dict[str, dict[str, Any]]:
-    """`action(path)` says how to ask (k8s_tls.frontend_probe_action: HTTPS, or a check in
+    """`action(path)` says how to ask (tls.frontend_probe_action: HTTPS, or a check in
     the pod); plain HTTP GET on `port` without it."""
     ask = action or (lambda path: {"httpGet": {"path": path, "port": port}})
     # /health answers 503 until workers have registered: the frontend takes no traffic

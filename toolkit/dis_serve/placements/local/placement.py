@@ -48,6 +48,9 @@ class LocalPlacement:
     def validate_warnings(self, topo: Topology) -> list[str]:
         return []
 
+    def validate_notes(self, topo: Topology) -> list[str]:
+        return []
+
     def topology_section(self, nodes: int) -> dict:
         """`placement:` of a planned topology on this machine: none (the default)."""
         return {}

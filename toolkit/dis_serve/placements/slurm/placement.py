@@ -45,6 +45,9 @@ class SlurmPlacement:
     def validate_warnings(self, topo: Topology) -> list[str]:
         return []
 
+    def validate_notes(self, topo: Topology) -> list[str]:
+        return []
+
     def topology_section(self, nodes: int) -> dict:
         """`placement:` of a planned topology on `nodes` nodes of one job."""
         return {"slurm": {"nodes": nodes}}
