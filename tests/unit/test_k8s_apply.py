@@ -1,4 +1,4 @@
-"""`apply FILE --k8s-from DEPLOYED`: a change of a graph Dynamo's operator runs, as kubectl
+"""`apply FILE --deployed DEPLOYED`: a change of a graph Dynamo's operator runs, as kubectl
 takes it: a JSON patch of replicas when only worker counts change, else the new DGD."""
 
 from __future__ import annotations

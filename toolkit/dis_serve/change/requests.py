@@ -29,13 +29,13 @@ class ApplyRequest(RequestModel):
     dry_run: Annotated[bool, CliFlag(negatable=False)] = Field(
         default=False, description="Print what would change, and the steps, and change "
                                    "nothing.")
-    k8s_from: Path | None = Field(
-        default=None, description="On Kubernetes: the topology the deployed "
+    deployed: Path | None = Field(
+        default=None, description="A graph Dynamo's operator runs: the topology its deployed "
                                   "DynamoGraphDeployment was rendered from. Writes the change "
                                   "for kubectl under --out instead (a replicas patch, or the "
                                   "new DGD the operator rolls).")
-    out: Path = Field(default=Path("k8s-change"), description="Where --k8s-from writes the "
-                                                             "change.")
+    out: Path = Field(default=Path("operator-change"),
+                      description="Where --deployed writes the change.")
 
 
 class AutoscalerRequest(RequestModel):

@@ -55,9 +55,9 @@ def apply(request: ApplyRequest) -> None:
 
     file = request.file
     edited = load_model_file(Topology, file)
-    if request.k8s_from is not None:
-        _kubernetes(load_model_file(Topology, request.k8s_from), edited, str(file),
-                    request.out)
+    if request.deployed is not None:
+        _operator_change(load_model_file(Topology, request.deployed), edited, str(file),
+                         request.out)
         return
     live = _live(edited.name)
     state = live.read()
@@ -82,11 +82,11 @@ def apply(request: ApplyRequest) -> None:
     console.print(f"next: dis-serve status {edited.name}", markup=False)
 
 
-def _kubernetes(deployed: Topology, edited: Topology, source: str, out: Path) -> None:
+def _operator_change(deployed: Topology, edited: Topology, source: str, out: Path) -> None:
     from ..atomic_file import write_atomic
-    from ..placements.kubernetes.apply import kubernetes_change
+    from ..placements.registry import operator_change
 
-    change = kubernetes_change(deployed, edited, source, str(out))
+    change = operator_change(deployed, edited, source, str(out))
     out.mkdir(parents=True, exist_ok=True)
     for name, text in change.files.items():
         write_atomic(out / name, text, 0o600)

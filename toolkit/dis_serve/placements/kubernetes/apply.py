@@ -1,4 +1,4 @@
-"""`dis-serve apply FILE --k8s-from DEPLOYED.yaml`: a change of a graph Dynamo's operator
+"""`dis-serve apply FILE --deployed DEPLOYED.yaml`: a change of a graph Dynamo's operator
 runs, rendered for kubectl. Worker counts alone are a JSON patch of the components'
 replicas (the operator adds or removes pods; Dynamo's own SIGTERM handling drains them);
 anything else a running graph takes is the new DynamoGraphDeployment, whose changed
@@ -19,13 +19,13 @@ from .manifests import render_dgd
 
 
 @dataclass(frozen=True)
-class KubernetesChange:
+class OperatorChange:
     lines: list[str]
     files: dict[str, str]
 
 
 def kubernetes_change(deployed: Topology, edited: Topology, source: str,
-                      out_dir: str) -> KubernetesChange:
+                      out_dir: str) -> OperatorChange:
     """The change, its files named as they will be written under `out_dir`."""
     refused = refusals(changed_keys(deployed, edited))
     if refused:
@@ -39,16 +39,16 @@ def kubernetes_change(deployed: Topology, edited: Topology, source: str,
     patch = _replicas_patch(before, after)
     if patch is None:
         file = f"{name}-dgd.yaml"
-        return KubernetesChange(
+        return OperatorChange(
             lines=[f"the components' specs change: the operator rolls them; "
                    f"kubectl apply -f {out_dir}/{file}"],
             files={file: yaml.safe_dump(after, sort_keys=False)})
     if not patch:
-        return KubernetesChange(lines=["no change to the DynamoGraphDeployment"], files={})
+        return OperatorChange(lines=["no change to the DynamoGraphDeployment"], files={})
     file = f"{name}-replicas.json"
     ops = [{"op": "replace", "path": f"/spec/components/{i}/replicas", "value": new}
            for i, _component, _old, new in patch]
-    return KubernetesChange(
+    return OperatorChange(
         lines=[f"{component}: {old} -> {new} replicas" for _i, component, old, new in patch]
         + [f"kubectl patch dynamographdeployment {name} -n {namespace} --type json "
            f"--patch-file {out_dir}/{file}"],
