@@ -193,9 +193,26 @@ def run_arm(arm: str, work: Path, scenario_file: Path, rows: list[dict], args) -
         found = figures(out, rows, args.ttft_ms, args.itl_ms)
         found["gpu_seconds"] = round(meter.gpu_seconds(), 1)
         found["changes"] = changes(run)
+        found["planner_uss_mib"] = planner_memory(run)
         return found
     finally:
         cli(home, "down", f"autoscale-{arm}")
+
+
+def planner_memory(run: Path) -> dict[str, float]:
+    """Unique memory (USS, MiB) of the planner and the scaler, after the replay: what
+    preflight's memory check counts per process (launch/preflight.py)."""
+    import psutil
+
+    found = {}
+    for proc in json.loads((run / "state.json").read_text())["processes"]:
+        if proc["kind"] == "planner" and proc.get("pid"):
+            try:
+                found[proc["name"]] = round(
+                    psutil.Process(proc["pid"]).memory_full_info().uss / 2**20, 1)
+            except psutil.Error:
+                continue
+    return found
 
 
 def changes(run: Path) -> list[dict]:

@@ -225,8 +225,9 @@ class Supervisor:
         self._stop.wait(wait_s)
 
     def _mark_ready(self) -> None:
-        assert self._first_spawn is not None
-        self._ready_after = time.monotonic() - self._first_spawn
+        # A node with nothing to start yet (a Slurm job's spare node) is ready at once.
+        started = self._first_spawn
+        self._ready_after = 0.0 if started is None else time.monotonic() - started
         self._phase = self._serving_phase()
         self._publish()
         self.ready.set()
