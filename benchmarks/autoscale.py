@@ -170,7 +170,27 @@ def figures(bench_out: Path, rows: list[dict], ttft_ms: float, itl_ms: float) ->
     truncated = sum(1 for r in records if not r.failed and r.output_tokens is not None
                     and r.output_tokens < asked.get(r.input_tokens, 0))
     return {"requests": len(records), "sla_attainment": round(met / max(len(records), 1), 4),
-            "failed": sum(1 for r in records if r.failed), "truncated": truncated}
+            "failed": sum(1 for r in records if r.failed), "truncated": truncated,
+            "by_input": by_input(records, ttft_ms, itl_ms)}
+
+
+def by_input(records: list, ttft_ms: float, itl_ms: float) -> dict[str, dict]:
+    """Per request shape (input length): TTFT and ITL medians and 90th percentiles, and the
+    share meeting each target (what misses, and why)."""
+    out = {}
+    for isl in sorted({r.input_tokens for r in records}):
+        mine = [r for r in records if r.input_tokens == isl and not r.failed]
+        ttfts = sorted(r.ttft_ms for r in mine if r.ttft_ms is not None)
+        itls = sorted(r.itl_ms for r in mine if r.itl_ms is not None)
+
+        def pct(values: list[float], q: float) -> float | None:
+            return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else None
+        out[str(isl)] = {"requests": len(mine), "ttft_p50_ms": pct(ttfts, 0.5),
+                         "ttft_p90_ms": pct(ttfts, 0.9), "itl_p50_ms": pct(itls, 0.5),
+                         "itl_p90_ms": pct(itls, 0.9),
+                         "ttft_met": round(sum(t <= ttft_ms for t in ttfts) / max(len(mine), 1), 3),
+                         "itl_met": round(sum(i <= itl_ms for i in itls) / max(len(mine), 1), 3)}
+    return out
 
 
 def run_arm(arm: str, work: Path, scenario_file: Path, rows: list[dict], args) -> dict:

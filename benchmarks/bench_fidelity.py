@@ -93,9 +93,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="Runs per side (default 3).")
     args = parser.parse_args()
 
+    from dis_serve.inputs.yaml_input import load_model_file
     from dis_serve.launch.graph import start_graph
     from dis_serve.topology import Topology
-    from dis_serve.yaml_input import load_model_file
 
     ours, bare = [], []
     with tempfile.TemporaryDirectory(prefix="dis-serve-fidelity-") as tmp:

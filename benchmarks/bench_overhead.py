@@ -84,9 +84,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2, help="Sweeps to run (default 2).")
     args = parser.parse_args()
 
+    from dis_serve.inputs.yaml_input import load_model_file
     from dis_serve.launch.graph import start_graph
     from dis_serve.topology import Topology
-    from dis_serve.yaml_input import load_model_file
 
     with tempfile.TemporaryDirectory(prefix="dis-serve-overhead-") as tmp:
         work = Path(tmp)

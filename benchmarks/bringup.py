@@ -52,7 +52,7 @@ def demo_topology(name: str) -> dict:
 
 
 def first_completion(endpoint: str, model: str, deadline: float) -> None:
-    from dis_serve.http_client import direct_client
+    from dis_serve.security.http_client import direct_client
 
     body = {"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "w3"}]}
     with direct_client(5) as client:

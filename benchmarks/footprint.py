@@ -52,7 +52,7 @@ def memory(pid: int) -> dict[str, float]:
 
 
 def serve_requests(endpoint: str, model: str, count: int = 200) -> int:
-    from dis_serve.http_client import direct_client
+    from dis_serve.security.http_client import direct_client
 
     body = {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "w3 w4"}]}
     with direct_client(60) as client:

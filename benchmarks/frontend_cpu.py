@@ -128,9 +128,9 @@ def main() -> None:
                         help=f"Also write {BASELINE.relative_to(REPO)}.")
     args = parser.parse_args()
 
+    from dis_serve.inputs.yaml_input import load_model_file
     from dis_serve.launch.graph import start_graph
     from dis_serve.topology import Topology
-    from dis_serve.yaml_input import load_model_file
 
     with tempfile.TemporaryDirectory(prefix="dis-serve-frontend-cpu-") as tmp:
         work = Path(tmp)

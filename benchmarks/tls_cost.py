@@ -104,8 +104,8 @@ def write_inputs(work: Path, requests: int, warmup: int) -> tuple[dict[str, Path
 
 def make_arms(topologies: dict[str, Path]) -> list:
     from dis_serve.bench.arms import Arm
+    from dis_serve.inputs.yaml_input import load_model_file
     from dis_serve.topology import Topology
-    from dis_serve.yaml_input import load_model_file
 
     return [Arm(label=arm, slug=path.stem.removeprefix("tls-cost-"),
                 topology=load_model_file(Topology, path), topology_file=path)
@@ -144,7 +144,7 @@ def run_compare(work: Path, arms: list, scenario_file: Path, rounds: int) -> tup
     uses (which takes two files or one --vary key; these arms differ in three keys)."""
     from dis_serve.bench.ab_report import COMPARE_JSON, write_compare_report
     from dis_serve.bench.scenario import load_scenario
-    from dis_serve.termination import interrupt_on_termination
+    from dis_serve.launch.termination import interrupt_on_termination
     from dis_serve.workflows import compare_arms
 
     interrupt_on_termination()

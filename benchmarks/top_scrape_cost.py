@@ -102,8 +102,9 @@ def one_window(graph, name: str, pids: list[int], window: float, home: Path,
 def per_scrape_cost(graph, pids: list[int], home: Path, name: str, scrapes: int = 100) -> dict:
     """The graph's CPU for one scrape of every endpoint, measured without load: back-to-back
     scrapes against an idle window of the same length (top scrapes once a second)."""
-    from dis_serve.http_client import direct_client
-    from dis_serve.observe.scrape import layout_from_run, scrape
+    from dis_serve.observe.scrape import scrape
+    from dis_serve.placements.lookup import layout_from_run
+    from dis_serve.security.http_client import direct_client
 
     layout = layout_from_run(name, home)
     with direct_client(timeout_s=5.0) as client:

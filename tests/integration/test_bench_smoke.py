@@ -22,9 +22,9 @@ from dis_serve.bench.progress import SilentObserver
 from dis_serve.bench.scenario import load_scenario
 from dis_serve.bench.sweep import point_file, run_sweep
 from dis_serve.bench.target import make_target
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.graph import start_graph
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 from relocate import relocate
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,9 @@ from test_bench_smoke import _cli, _processes_mentioning, _topology_file
 from conftest import GRAPHS, REPO
 from dis_serve.bench.runner import bench_running, bench_topology
 from dis_serve.bench.scenario import CacheState, Scenario, load_scenario
+from dis_serve.inputs.yaml_input import load_model_file, parse_model
 from dis_serve.launch.graph import start_graph
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file, parse_model
 
 pytestmark = pytest.mark.integration
 SLA = {"ttft_ms": 2000, "itl_ms": 200}

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dis_serve.bench.scenario import load_scenario
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.plan.outcome import PlanOutcome
 from dis_serve.topology import Mode, Topology
-from dis_serve.yaml_input import load_model_file
 
 # Llama-3.1-8B, 1000 in / 200 out on eight H100s under a tight SLA: the best disaggregated
 # deployment is a few percent ahead of the best aggregated one, while the nearest measured

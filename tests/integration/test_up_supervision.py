@@ -15,12 +15,12 @@ import pytest
 from conftest import wait_until
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import RunError
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.process import same_process
+from dis_serve.launch.startup_budget import worker_startup_budget_s
 from dis_serve.launch.status import GraphPhase, ProcessState
-from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 from relocate import relocate
 
 pytestmark = pytest.mark.integration

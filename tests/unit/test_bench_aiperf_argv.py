@@ -14,7 +14,7 @@ import yaml
 from conftest import REPO
 from dis_serve.bench.aiperf_run import AiperfTarget, build_argv
 from dis_serve.bench.scenario import LoadKind, Scenario, SweepPoint, load_scenario
-from dis_serve.yaml_input import parse_model
+from dis_serve.inputs.yaml_input import parse_model
 
 SMOKE = load_scenario(REPO / "benchmarks" / "smoke.yaml")
 TARGET = AiperfTarget(url="http://127.0.0.1:28000", model="demo-model", tokenizer="/tmp/card",

@@ -16,10 +16,10 @@ from dis_serve.bench.server_metrics import (
     read_server_metrics,
     summarize,
 )
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.render.metrics_endpoints import graph_endpoints
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 FIXTURES = REPO / "tests" / "fixtures" / "aiperf"
 

@@ -11,8 +11,8 @@ from conftest import GRAPHS, REPO
 from dis_serve.chaos.runner import check_targets
 from dis_serve.chaos.scenario import ChaosScenario, Fault
 from dis_serve.errors import UserInputError
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
 DEMO = load_model_file(Topology, GRAPHS / "demo.yaml")

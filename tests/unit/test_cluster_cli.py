@@ -62,7 +62,10 @@ def test_render_slurm_of_a_graph_without_placement_uses_slurm_defaults(run_cli, 
     assert result.exit_code == 0, result.stderr
     script = (tmp_path / "slurm" / "job.sbatch").read_text()
     assert "#SBATCH --nodes=6" in script and "#SBATCH --time=04:00:00" in script
-    assert "--container-image=nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1" in script
+    assert ("import-image \"${RUN_DIR}\"/images/nvcr.io+nvidia+ai-dynamo+tensorrtllm-runtime"
+            "+1.6.1.sqsh 'nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1'") in script
+    assert ('--container-image="${RUN_DIR}"/images/nvcr.io+nvidia+ai-dynamo+'
+            'tensorrtllm-runtime+1.6.1.sqsh') in script
     assert (tmp_path / "slurm" / "engine-configs" / "decode.yaml").is_file()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from cryptography import x509
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.cluster_tls import node_server_names, prepare_node_tls, write_cluster_ca
 from dis_serve.launch.preflight import exposure_warnings
 from dis_serve.launch.rundir import RunDir
@@ -23,7 +24,6 @@ from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan
 from dis_serve.render.shell_words import runtime
 from dis_serve.security.pki_files import EndpointTls, node_pki_paths
 from dis_serve.topology import ProcessKind, Topology
-from dis_serve.yaml_input import load_model_file
 
 BASE = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
 ADDRESSES = ["198.18.0.11", "198.18.0.12", "198.18.0.13"]

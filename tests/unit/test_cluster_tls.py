@@ -15,6 +15,7 @@ from cryptography.x509.verification import PolicyBuilder, Store, VerificationErr
 
 from conftest import GRAPHS
 from dis_serve.errors import UserInputError
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.cluster_tls import prepare_node_tls, write_cluster_ca
 from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan
 from dis_serve.render.launch_plan import NATS_TOKEN_ENV
@@ -22,7 +23,6 @@ from dis_serve.render.shell_words import runtime
 from dis_serve.render.tls_planes import ETCD_CLIENT_PEM_ENV
 from dis_serve.security.pki_files import node_pki_paths, pki_paths
 from dis_serve.topology import ProcessKind, Topology
-from dis_serve.yaml_input import load_model_file
 
 THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
 ADDRESSES = ["198.18.0.11", "198.18.0.12", "198.18.0.13"]

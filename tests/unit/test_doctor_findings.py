@@ -22,10 +22,10 @@ from dis_serve.coordination.observed import (
     TrafficView,
     WorkerTraffic,
 )
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 DEMO = expectations(load_model_file(Topology, DEMO_TOPOLOGY))
 

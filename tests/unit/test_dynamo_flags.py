@@ -18,13 +18,13 @@ import pytest
 from conftest import GRAPHS
 from dis_serve.engines.mocker import worker_args as mocker_args
 from dis_serve.engines.trtllm import worker_args as trtllm_args
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.kubernetes.manifests import target_params as k8s_target
 from dis_serve.render.cluster_plan import ClusterContext, node_target
 from dis_serve.render.dynamo_argv import TargetParams, frontend_args
 from dis_serve.render.shell_words import runtime
 from dis_serve.render.tls_planes import node_pki
 from dis_serve.topology import PoolRole, Topology
-from dis_serve.yaml_input import load_model_file
 
 TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml",
                  # --publish-metrics (autoscaled) and the graph `make gpu-check` runs.

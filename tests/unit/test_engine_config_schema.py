@@ -210,3 +210,20 @@ def test_the_sequence_limit_is_written_since_trtllm_would_take_the_checkpoints(c
 def test_chunked_prefill_is_on_though_trtllm_defaults_it_off(config):
     assert _default("BaseLlmArgs", "enable_chunked_prefill") is False
     assert _load(config)["enable_chunked_prefill"] is True
+
+
+def test_the_tensorrt_llm_version_is_the_one_the_installed_dynamo_pins():
+    """engines/trtllm.py states the image and the TensorRT-LLM it carries once; the version
+    is what ai-dynamo 1.6.1's own wheel pins for its trtllm extra, the image's tag Dynamo's."""
+    import importlib.metadata
+
+    from dis_serve.engines.base import DYNAMO_VERSION
+    from dis_serve.engines.trtllm import IMAGE, TRTLLM_VERSION
+
+    pins = [r for r in importlib.metadata.requires("ai-dynamo") if r.startswith("tensorrt-llm")]
+    assert pins == [f"tensorrt-llm=={TRTLLM_VERSION}; extra == 'trtllm'"]
+    assert importlib.metadata.version("ai-dynamo") == DYNAMO_VERSION
+    assert f"nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:{DYNAMO_VERSION}" == IMAGE
+    # The llm_args reference says which version it stands for, and that it is not the tag.
+    assert f"tensorrt-llm=={TRTLLM_VERSION}" in SCHEMA["source"]["pinned_version"]
+    assert "v" + TRTLLM_VERSION in SCHEMA["source"]["version_gap"]

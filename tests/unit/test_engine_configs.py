@@ -17,9 +17,9 @@ import yaml
 
 from conftest import GRAPHS
 from dis_serve.engines.trtllm import cuda_graph_batch_sizes, load_template
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.render.engine_config import render_engine_configs
 from dis_serve.topology import PoolRole, Topology
-from dis_serve.yaml_input import load_model_file
 
 TRTLLM_GRAPHS = ["llama70b-h100-disagg.yaml", "llama70b-h100-agg.yaml", "llama8b-8gpu-disagg.yaml"]
 

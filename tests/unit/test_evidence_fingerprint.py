@@ -24,8 +24,8 @@ from dis_serve.evidence.fingerprint import (
     source_file,
 )
 from dis_serve.evidence.machine import cpu_model, parse_nvidia_smi
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 from fixtures.aiperf.load import HERE, SMOKE, smoke_result
 
 DISAGG = HERE / "disagg-c1" / "topology.yaml"

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch import events
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase
@@ -18,7 +19,6 @@ from dis_serve.placements.reports import ObservedGraph, StartOptions, StatusVerd
 from dis_serve.placements.slurm.handle import SlurmHandle
 from dis_serve.placements.slurm.queue import SlurmJob
 from dis_serve.topology import PlacementKind, Topology
-from dis_serve.yaml_input import load_model_file
 
 
 def _graph(name: str) -> Topology:

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, REPO, assert_one_line_error, topology_variant
-from dis_serve import mooncake_trace
 from dis_serve.bench.runner import check_trace_fits_model
 from dis_serve.bench.scenario import load_scenario
 from dis_serve.errors import UserInputError
-from dis_serve.mooncake_trace import check_trace
+from dis_serve.inputs import mooncake_trace
+from dis_serve.inputs.mooncake_trace import check_trace
 from dis_serve.topology import Topology
 
 DEMO = yaml.safe_load((GRAPHS / "demo.yaml").read_text())

@@ -7,15 +7,15 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, validate_manifest, validate_pod_template
+from dis_serve.inputs.yaml_input import load_model_file
+from dis_serve.launch.startup_budget import worker_startup_budget_s
 from dis_serve.placements.kubernetes.dump import dump_manifests
 from dis_serve.placements.kubernetes.manifests import (
     config_map_name,
     operator_notes,
     render_manifests,
 )
-from dis_serve.startup_budget import worker_startup_budget_s
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 EXAMPLES = sorted(p.name for p in GRAPHS.glob("*.yaml"))
 WORKER_TYPES = {"prefill", "decode", "worker"}

@@ -7,9 +7,9 @@ import shlex
 import yaml
 
 from conftest import GRAPHS, assert_one_line_error, validate_manifest, validate_pod_template
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.kubernetes import model_cache
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 DISAGG_70B = GRAPHS / "llama70b-h100-disagg.yaml"
 

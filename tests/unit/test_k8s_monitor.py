@@ -17,13 +17,13 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, K8S_FIXTURES, validate_custom_resource
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.files import Target, render_files
 from dis_serve.placements.kubernetes.manifests import render_dgd
 from dis_serve.placements.kubernetes.monitor import pod_monitor_file, render_pod_monitors
 from dis_serve.placements.kubernetes.network import GRAPH_LABEL, TYPE_LABEL
 from dis_serve.placements.kubernetes.pod import dynamo_namespace
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 EXAMPLES = sorted(p.stem for p in GRAPHS.glob("*.yaml"))
 PROMTOOL = shutil.which("promtool")

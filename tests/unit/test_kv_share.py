@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from dis_serve.builtin import template_kv_share
-from dis_serve.catalog import GPUS, KNOWN_MODELS, GpuType
 from dis_serve.engines.trtllm import render_engine_config
+from dis_serve.hardware.catalog import GPUS, KNOWN_MODELS, GpuType
+from dis_serve.hardware.sizing import fit_worker_memory
 from dis_serve.plan.emit import plan_topology
 from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.replay import kv_blocks
 from dis_serve.plan.request import build_request
-from dis_serve.sizing import fit_worker_memory
 from dis_serve.topology import PoolRole, Topology
 
 LLAMA_70B = KNOWN_MODELS["llama-3.1-70b"].architecture

@@ -6,7 +6,7 @@ import json
 
 from tokenizers import Tokenizer
 
-from dis_serve.catalog import ModelArchitecture, find_known_model
+from dis_serve.hardware.catalog import ModelArchitecture, find_known_model
 from dis_serve.launch.model_card import (
     BOS,
     EOS,
@@ -105,8 +105,8 @@ def test_demo_model_card_is_the_50k_word_vocabulary():
 
 def _mocker_with_model_id(model_id: str):
     from dis_serve.builtin import DEMO_TOPOLOGY
+    from dis_serve.inputs.yaml_input import load_model_file
     from dis_serve.topology import Topology
-    from dis_serve.yaml_input import load_model_file
 
     data = load_model_file(Topology, DEMO_TOPOLOGY).model_dump(mode="json")
     data["model"]["id"] = model_id

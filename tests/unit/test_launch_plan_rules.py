@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from dis_serve.builtin import DEMO_TOPOLOGY
+from dis_serve.coordination.probes import RouterView, expected_workers
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.supervisor import stop_order
-from dis_serve.probes import RouterView, expected_workers
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import ProcessKind, Restart, Topology
-from dis_serve.yaml_input import load_model_file
 
 
 def _plan(**update):

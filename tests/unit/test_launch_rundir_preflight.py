@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from dis_serve.ansi import strip_ansi
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.engines.mocker import WORKER_USS_MIB as MOCKER_WORKER_USS_MIB
 from dis_serve.errors import PreflightError
+from dis_serve.inputs.yaml_input import load_model_file
+from dis_serve.launch.ansi import strip_ansi
 from dis_serve.launch.preflight import (
     check_memory,
     check_ports,
@@ -24,7 +25,6 @@ from dis_serve.launch.rundir import RunDir, default_root, list_runs
 from dis_serve.launch.status import GraphPhase, GraphStatus
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 
 def test_runs_live_under_dis_serve_home(monkeypatch, tmp_path):

@@ -6,19 +6,23 @@ reads it) word by word."""
 from __future__ import annotations
 
 import copy
+import os
 import shlex
+import subprocess
 
 from conftest import GRAPHS
 from dis_serve.engines.trtllm import WORKER_ENV as NVIDIA_WORKER_ENV
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.hosts.scripts import render_hosts_files
+from dis_serve.placements.slurm.mpi_launch import LEADER_GATE
 from dis_serve.placements.slurm.sbatch import render_sbatch_script, render_slurm_plan
 from dis_serve.render.launch_plan import ProcessSpec
 from dis_serve.render.shell_words import word
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 DISAGG_70B = load_model_file(Topology, GRAPHS / "llama70b-h100-disagg.yaml")
 IMAGE = "nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1"
+SQSH = "${RUN_DIR}/images/nvcr.io+nvidia+ai-dynamo+tensorrtllm-runtime+1.6.1.sqsh"
 
 
 def _with(topo: Topology, **changes) -> Topology:
@@ -66,7 +70,8 @@ def test_workers_run_in_nvidias_container_with_the_checkpoint_mounted_at_its_pat
     path = DISAGG_70B.model.path
     for name, words in _steps(DISAGG_70B).items():
         options = _options(words) if "env" in words else words
-        assert f"--container-image={IMAGE}" in options, name
+        # The .sqsh the job imports from NVIDIA's image (placement.slurm.container_image).
+        assert f"--container-image={SQSH}" in options, name
         assert "--no-container-entrypoint" in options and "--no-container-mount-home" in options
         mounts = next(w for w in options if w.startswith("--container-mounts="))
         assert f"{path}:{path}" in mounts.split("=", 1)[1].split(","), name
@@ -159,3 +164,79 @@ def test_validate_warns_when_a_multi_node_trtllm_graph_has_no_checkpoint_path(ru
     assert "warning: model.path is not set" in run_cli("validate", path).stdout
     assert "model.path is not set" not in run_cli(
         "validate", GRAPHS / "llama70b-h100-disagg.yaml").stdout
+
+
+def test_the_launcher_starts_behind_the_nodes_leader_gate():
+    words = _worker(DISAGG_70B, "decode-3").argv
+    gate = words.index("mpi-leader-gate")
+    assert words[gate - 3:gate] == ["sh", "-c", LEADER_GATE]
+    # The lock directory on the run directory every step mounts; TRT-LLM's port search start.
+    assert words[gate + 2:gate + 4] == ["10012", "trtllm-llmapi-launch"]
+    assert word(words[gate + 1]) == '"${RUN_DIR}"/locks'
+
+
+
+def test_every_step_runs_the_sqsh_the_job_imports_once_before_any_step():
+    text = render_sbatch_script(DISAGG_70B)
+    lines = text.splitlines()
+    [imports] = [i for i, line in enumerate(lines) if "import-image" in line]
+    words = shlex.split(lines[imports])
+    at = words.index("import-image")
+    assert words[at + 1:at + 4] == [SQSH, IMAGE, "||"]
+    assert imports < min(i for i, line in enumerate(lines) if "dis_serve agent" in line)
+    for name, step in _steps(DISAGG_70B).items():
+        assert f"--container-image={SQSH}" in _options(step), name
+
+
+def test_a_sqsh_of_the_users_own_or_bare_metal_needs_no_import():
+    for image in ("/lustre/images/trtllm.sqsh", "none"):
+        topo = _with(DISAGG_70B, placement={"slurm": {"container_image": image}})
+        assert "import-image" not in render_sbatch_script(topo)
+    cached = _with(DISAGG_70B, placement={"slurm": {"container_image": IMAGE,
+                                                     "image_cache": "/lustre/images"}})
+    assert all(f"--container-image=/lustre/images/{IMAGE.replace('/', '+').replace('#', '+')}"
+               .replace(":", "+") + ".sqsh" in _options(step)
+               for step in _steps(cached).values())
+
+
+def test_the_import_runs_once_however_many_jobs_ask_at_once(tmp_path):
+    """The job's import step run for real, three times at once, with a stand-in `enroot`
+    that takes a second and counts its imports: one import, one complete file."""
+    from dis_serve.placements.slurm.sbatch import IMPORT_IMAGE
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "enroot").write_text(
+        '#!/bin/sh\n[ "$1 $2" = "import -o" ] || exit 2\necho "$4" >> "$COUNT"\nsleep 1\n'
+        'echo squashfs > "$3"\n')
+    (bin_dir / "enroot").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "COUNT": str(tmp_path / "count")}
+    sqsh = tmp_path / "images" / "image.sqsh"
+    sqsh.parent.mkdir()
+    jobs = [subprocess.Popen(["bash", "-c", IMPORT_IMAGE, "import-image", str(sqsh), IMAGE],
+                             env=env) for _ in range(3)]
+    assert [job.wait(timeout=30) for job in jobs] == [0, 0, 0]
+    assert (tmp_path / "count").read_text().splitlines() == [f"docker://{IMAGE}"]
+    assert sqsh.read_text() == "squashfs\n" and not sqsh.with_suffix(".sqsh.part").exists()
+
+
+def test_each_slurm_worker_node_checks_locked_memory_as_its_steps_get_it():
+    from dis_serve.render.shell_words import memlock_check
+
+    rdma = _with(DISAGG_70B, placement={**DISAGG_70B.placement.model_dump(
+        mode="json", exclude_unset=True), "interconnect": "rdma"})
+    lines = render_sbatch_script(rdma).splitlines()
+    checks = [shlex.split(line) for line in lines if "ulimit -l" in line]
+    plan = render_slurm_plan(rdma)
+    worker_nodes = {n.name for n in plan.nodes if any(p.role for p in n.processes)}
+    assert len(checks) == len(worker_nodes)
+    for words in checks:
+        assert words[:2] == ["srun", "--overlap"] and words[-3:-1] == ["sh", "-c"]
+        node = words[-1].split("node ", 1)[1].split(":", 1)[0]
+        assert node in worker_nodes
+        # The shared check, fatal with RDMA.
+        assert words[-1].startswith(memlock_check("x", "y", fatal=True).split("then")[0])
+        assert words[-1].endswith("exit 1; fi")
+    agents = min(i for i, line in enumerate(lines) if "dis_serve agent" in line)
+    assert all(i < agents for i, line in enumerate(lines) if "ulimit -l" in line)

@@ -20,6 +20,7 @@ import pytest
 
 from conftest import GRAPHS, assert_one_line_error
 from dis_serve.errors import RunError
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.node_data import (
     claim_data_dir,
     coordination_data_dir,
@@ -29,7 +30,6 @@ from dis_serve.launch.node_data import (
 )
 from dis_serve.launch.rundir import RunDir
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 # A process that claims the directory, writes etcd's "data", forks one child (a keeper's
 # supervisor shares the lock), says so, and waits to be killed.

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.observe.cluster_targets import (
     dump_targets,
     graph_targets,
@@ -23,7 +24,6 @@ from dis_serve.observe.cluster_targets import (
 from dis_serve.placements.hosts.scripts import render_hosts_plan
 from dis_serve.placements.slurm.sbatch import render_slurm_plan
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed")

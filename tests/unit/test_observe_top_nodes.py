@@ -17,6 +17,7 @@ from rich.console import Console
 
 from conftest import GRAPHS
 from dis_serve.cli.observe_cmds import render_frame
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.agent import node_launch_plan, runtime_values
 from dis_serve.launch.agent_contact import HEARTBEAT_STALE_S, heartbeat_file
 from dis_serve.launch.rundir import PRIVATE_FILE, RunDir
@@ -27,7 +28,6 @@ from dis_serve.placements.lookup import layout_from_run
 from dis_serve.placements.slurm.sbatch import render_slurm_plan
 from dis_serve.render.run_layout import ADDRESSES_FILE, CLUSTER_PLAN_FILE, ENDPOINT_FILE
 from dis_serve.topology import PoolRole, Topology
-from dis_serve.yaml_input import load_model_file
 
 THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
 NAME = THREE_NODES.name

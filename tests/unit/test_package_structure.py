@@ -94,7 +94,7 @@ def test_the_package_has_no_import_cycle():
 
 def package_of(module: str) -> str:
     """A module's node in the package graph: its subpackage (`dis_serve.launch`), or itself
-    for a top-level module (`dis_serve.probes`)."""
+    for a top-level module (`dis_serve.coordination.probes`)."""
     return ".".join(module.split(".")[:2])
 
 

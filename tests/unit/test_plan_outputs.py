@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.plan.emit import plan_topology, write_topology
 from dis_serve.plan.mocker_profile import profile_tables, write_profile
 from dis_serve.plan.recommend import make_plan
@@ -14,7 +15,6 @@ from dis_serve.plan.replay import kv_blocks, replay_plan
 from dis_serve.plan.request import build_request
 from dis_serve.render.planner_config import planner_config
 from dis_serve.topology import Backend, Mode, PoolRole, Topology, WeightDtype
-from dis_serve.yaml_input import load_model_file
 
 
 @pytest.fixture(scope="module")

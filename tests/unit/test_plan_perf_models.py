@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from dis_serve.catalog import GPUS, GpuType, find_known_model
+from dis_serve.hardware.catalog import GPUS, GpuType, find_known_model
 from dis_serve.plan.model_choice import choose_perf_model
 from dis_serve.plan.perf_model import SERVING_CORRECTIONS, ModelOnGpu, PerfSource
 from dis_serve.plan.roofline_model import RooflineModel

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.kubernetes.planner import planner_component
 from dis_serve.render.planner_config import planner_config
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 PLANNER_GRAPH = GRAPHS / "llama70b-h100-disagg-planner.yaml"
 

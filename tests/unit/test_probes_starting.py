@@ -9,7 +9,7 @@ import socket
 import yaml
 
 from dis_serve.builtin import DEMO_TOPOLOGY
-from dis_serve.probes import http_client, probe_process
+from dis_serve.coordination.probes import http_client, probe_process
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
 

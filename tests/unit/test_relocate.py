@@ -5,9 +5,9 @@ from __future__ import annotations
 import yaml
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import parse_model
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import parse_model
 from relocate import relocate
 
 

@@ -6,6 +6,7 @@ import copy
 import re
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.placements.slurm.sbatch import render_sbatch_script, render_slurm_plan
 from dis_serve.render.cluster_plan import (
@@ -17,7 +18,6 @@ from dis_serve.render.cluster_plan import (
 )
 from dis_serve.render.shell_words import runtime, word
 from dis_serve.topology import ProcessKind, Topology
-from dis_serve.yaml_input import load_model_file
 
 DISAGG_70B = load_model_file(Topology, GRAPHS / "llama70b-h100-disagg.yaml")
 TWO_HOSTS = load_model_file(Topology, GRAPHS / "demo-two-hosts.yaml")
@@ -117,8 +117,9 @@ def test_with_a_container_image_each_trtllm_worker_is_an_mpi_step_in_it_and_agen
     for spec in workers:
         assert spec.argv[:2] == ["srun", "--overlap"] and "--mpi=pmix" in spec.argv
         assert f"--nodelist={runtime(f'NODE_{spec.node}')}" in spec.argv
-        assert "--container-image=nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1" \
-            in spec.argv
+        # The .sqsh the job imports from it once (placements/slurm/mpi_launch.py).
+        assert (f"--container-image={runtime('RUN_DIR')}/images/"
+                "nvcr.io+nvidia+ai-dynamo+tensorrtllm-runtime+1.6.1.sqsh") in spec.argv
         assert mounts in spec.argv and "--no-container-entrypoint" in spec.argv
     # An srun cannot start from inside a pyxis container: the agents run on the nodes.
     agents = _lines(render_sbatch_script(topo), " -m dis_serve agent ")

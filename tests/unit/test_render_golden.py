@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import GRAPHS, REPO
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.files import Target, render_files
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 GOLDEN = REPO / "tests" / "golden"
 EXAMPLES = sorted(p.name for p in GRAPHS.glob("*.yaml"))

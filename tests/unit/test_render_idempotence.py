@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.files import Target, render_files
 from dis_serve.render.cluster_plan import ClusterPlan
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 EXAMPLES = sorted(p.name for p in GRAPHS.glob("*.yaml"))
 TARGETS = [Target.LOCAL, Target.HOSTS, Target.SLURM, Target.K8S]

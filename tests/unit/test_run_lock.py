@@ -12,6 +12,7 @@ import pytest
 
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.errors import PreflightError
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch import port_claims
 from dis_serve.launch.port_claims import claim_ports
 from dis_serve.launch.run_lock import RunLock, lock_holder
@@ -19,7 +20,6 @@ from dis_serve.launch.rundir import RunDir
 from dis_serve.placements.lookup import find_run, is_active
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from conftest import GRAPHS
+from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.graph import prepare_run
 from dis_serve.launch.run_record import build_record
 from dis_serve.launch.rundir import RunDir
@@ -19,7 +20,6 @@ from dis_serve.placements.slurm.handle import SlurmHandle
 from dis_serve.placements.slurm.queue import SlurmJob, read_job
 from dis_serve.security.pki_files import pki_paths
 from dis_serve.topology import Backend, PlacementKind, ProcessKind, Topology
-from dis_serve.yaml_input import load_model_file
 from relocate import relocated_demo
 
 

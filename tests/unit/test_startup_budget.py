@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from conftest import GRAPHS
-from dis_serve.startup_budget import readiness_timeout_s, worker_startup_budget_s
+from dis_serve.inputs.yaml_input import load_model_file
+from dis_serve.launch.startup_budget import readiness_timeout_s, worker_startup_budget_s
 from dis_serve.topology import Topology
-from dis_serve.yaml_input import load_model_file
 
 
 def test_without_a_timeout_up_waits_the_workers_startup_budget():

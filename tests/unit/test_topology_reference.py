@@ -7,7 +7,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from conftest import REPO
-from dis_serve.schema_reference import (
+from dis_serve.render.schema_reference import (
     REGENERATE,
     TOPOLOGY_DOC,
     markdown_reference,

@@ -192,6 +192,6 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line(run_cli, tmp_path, monkeypa
     def interrupted(*_args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("dis_serve.yaml_input.load_model_file", interrupted)
+    monkeypatch.setattr("dis_serve.inputs.yaml_input.load_model_file", interrupted)
     result = run_cli("validate", tmp_path / "any.yaml")
     assert_one_line_error(result, "interrupted", code=130)

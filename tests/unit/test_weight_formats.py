@@ -11,7 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from conftest import GRAPHS
-from dis_serve.catalog import KNOWN_MODELS
+from dis_serve.hardware.catalog import KNOWN_MODELS
 from dis_serve.render.engine_config import render_engine_configs
 from dis_serve.topology import KvCacheDtype, Topology, WeightDtype
 

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..ansi import strip_ansi
 from ..errors import RunError
+from ..launch.ansi import strip_ansi
 from ..launch.process import parent_death_preexec
 from ..launch.stopping import signal_group, stop_processes
 from ..security.pki_files import EndpointTls

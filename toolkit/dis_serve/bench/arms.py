@@ -42,7 +42,7 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
 
 def vary_arms(path: Path, key: str, values: list[str]) -> list[Arm]:
     """One arm per value of `key` in the topology file at `path`."""
-    from ..yaml_input import load_yaml_text, parse_model, read_yaml_file
+    from ..inputs.yaml_input import load_yaml_text, parse_model, read_yaml_file
 
     source = str(path)
     base = read_yaml_file(path)
@@ -57,7 +57,7 @@ def vary_arms(path: Path, key: str, values: list[str]) -> list[Arm]:
 
 def file_arms(paths: list[Path]) -> list[Arm]:
     """One arm per topology file; arms of the same name get A-/B- in front."""
-    from ..yaml_input import load_model_file
+    from ..inputs.yaml_input import load_model_file
 
     topos = [load_model_file(Topology, p) for p in paths]
     names = [t.name for t in topos]

@@ -44,8 +44,8 @@ class BenchOutcome:
 def load_topology(path: Path | None):  # -> tuple[Topology, Path]
     """The topology at `path`, or the demo graph, and the file it came from."""
     from ..builtin import DEMO_TOPOLOGY
+    from ..inputs.yaml_input import load_model_file
     from ..topology import Topology
-    from ..yaml_input import load_model_file
 
     chosen = path or DEMO_TOPOLOGY
     return load_model_file(Topology, chosen), chosen

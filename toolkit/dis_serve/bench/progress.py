@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from ..http_client import direct_client
+from ..security.http_client import direct_client
 from .metrics import PointResult
 from .scenario import SweepPoint
 

@@ -75,7 +75,7 @@ def check_trace_fits_model(topo: Topology, scenario: Scenario) -> None:
     """A trace's requests must fit the model the graph serves: refused before AIPerf runs."""
     if scenario.trace is None:
         return
-    from ..mooncake_trace import check_trace, check_trace_fits
+    from ..inputs.mooncake_trace import check_trace, check_trace_fits
 
     rows = check_trace(scenario.trace.file)
     check_trace_fits(rows, scenario.trace.file, max_input_tokens=topo.model.max_input_tokens,

@@ -322,8 +322,8 @@ class Scenario(_Strict):
 
 def load_scenario(path: Path) -> Scenario:
     """The scenario in `path`, its trace (if any) located relative to the file and checked."""
-    from ..mooncake_trace import check_trace
-    from ..yaml_input import load_model_file
+    from ..inputs.mooncake_trace import check_trace
+    from ..inputs.yaml_input import load_model_file
 
     scenario = load_model_file(Scenario, path)
     if scenario.trace is None:

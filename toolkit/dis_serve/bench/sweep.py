@@ -24,8 +24,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..atomic_file import write_atomic
 from ..errors import RunError
+from ..files.atomic_file import write_atomic
 from .aiperf_export import read_export
 from .aiperf_run import (
     EXPORT_FILE,

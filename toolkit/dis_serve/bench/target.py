@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunError, UserInputError
-from ..http_client import direct_client
 from ..render.launch_plan import LaunchPlan, RenderContext, render_launch_plan
 from ..render.metrics_endpoints import MetricsEndpoint, graph_endpoints
+from ..security.http_client import direct_client
 from ..security.pki_files import EndpointTls
 from ..topology import Topology
 

@@ -64,8 +64,8 @@ def run_chaos(request: ChaosRequest, *, after_bench: Sequence[AfterBench] = (),
     `out` (default .dis-serve/chaos/<topology>-<scenario>); every fault's target is checked
     before anything starts."""
     from ..builtin import DEMO_TOPOLOGY
+    from ..inputs.yaml_input import load_model_file
     from ..launch.rundir import default_root
-    from ..yaml_input import load_model_file
     from .scenario import load_chaos_scenario
 
     scenario = load_chaos_scenario(request.scenario)

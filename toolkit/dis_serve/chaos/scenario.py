@@ -103,6 +103,6 @@ class ChaosScenario(_Strict):
 
 
 def load_chaos_scenario(path: Path) -> ChaosScenario:
-    from ..yaml_input import load_model_file
+    from ..inputs.yaml_input import load_model_file
 
     return load_model_file(ChaosScenario, path)

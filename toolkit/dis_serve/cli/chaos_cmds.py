@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ..inputs.options import Command
-from ..termination import interrupt_on_termination
+from ..launch.termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..chaos.outcome import ChaosOutcome

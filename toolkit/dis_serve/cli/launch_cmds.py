@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ..errors import RunError, UserInputError
 from ..inputs.options import Command
-from ..termination import interrupt_on_termination
+from ..launch.termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from ..launch.events import SupervisorEvent
@@ -27,8 +27,8 @@ console = Console(highlight=False, soft_wrap=True)
 
 def _load(file: Path | None):  # -> Topology, imported lazily to keep `--help` light
     from ..builtin import DEMO_TOPOLOGY
+    from ..inputs.yaml_input import load_model_file
     from ..topology import Topology
-    from ..yaml_input import load_model_file
 
     return load_model_file(Topology, file or DEMO_TOPOLOGY)
 

@@ -148,7 +148,7 @@ def _layout(name: str | None, url: str | None, client):
 def top(request: TopRequest) -> None:
     """A live view per pool of a running graph: workers, requests/s, TTFT and ITL, queues,
     KV cache and transfers, prefix hits, and which pool is the bottleneck."""
-    from ..http_client import direct_client
+    from ..security.http_client import direct_client
 
     if not console.is_terminal:  # logs and pipes: wide enough for the pool table
         console.width = max(console.width, 120)

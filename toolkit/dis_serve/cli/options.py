@@ -96,7 +96,7 @@ def _parameter(model: type[BaseModel], field: str) -> inspect.Parameter:
     default = inspect.Parameter.empty if info.is_required() else info.get_default(
         call_default_factory=True)
     help_text = flags_in([model], info.description) or ""
-    kind: Any = str
+    kind: Any = Path if base is Path else str  # a path cannot fail to parse: Typer shows it
     metavar = flag.metavar or _metavar(base, info.metadata)
     if base is bool:
         kind, metavar = bool, None
@@ -104,8 +104,9 @@ def _parameter(model: type[BaseModel], field: str) -> inspect.Parameter:
         help_text += " One of: " + ", ".join(m.value for m in base) + "."
         default = default.value if isinstance(default, StrEnum) else default
     elif get_origin(base) is tuple and get_args(base)[-1] is Ellipsis:  # repeatable
-        kind = list[str]
-        metavar = flag.metavar or _metavar(get_args(base)[0], ())
+        item = get_args(base)[0]
+        kind = list[Path] if item is Path else list[str]
+        metavar = flag.metavar or _metavar(item, ())
         default = default if info.is_required() else None
     if isinstance(default, Path | int | float) and not isinstance(default, bool):
         default = str(default)
@@ -115,7 +116,7 @@ def _parameter(model: type[BaseModel], field: str) -> inspect.Parameter:
     else:
         spec = typer.Option(*_names(flag_of(model, field), flag, kind), help=help_text,
                             metavar=metavar)
-    optional = default is None or kind is list[str]
+    optional = default is None or get_origin(kind) is list
     return inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[kind | None if optional else kind, spec])
 

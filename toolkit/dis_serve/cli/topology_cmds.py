@@ -19,10 +19,10 @@ console = Console(highlight=False, soft_wrap=True)
 
 def validate(request: ValidateRequest) -> None:
     """Check topology files (schema, parallelism, GPU budget, memory, ports). Starts nothing."""
+    from ..inputs.yaml_input import load_model_file
     from ..placements.registry import PLACEMENTS
     from ..render.cluster_plan import checkpoint_warning
     from ..topology import Topology
-    from ..yaml_input import load_model_file
 
     for path in request.files:
         topo = load_model_file(Topology, path)
@@ -68,10 +68,10 @@ def _print_placement(topo) -> None:  # Topology
 
 def render(request: RenderRequest) -> None:
     """Write the graph as local launch files and/or a Kubernetes DynamoGraphDeployment."""
+    from ..inputs.yaml_input import load_model_file
     from ..placements.files import write_rendered
     from ..placements.registry import check_target_name
     from ..topology import Topology
-    from ..yaml_input import load_model_file
 
     check_target_name(request.target)
     topo = load_model_file(Topology, request.file)
@@ -90,7 +90,7 @@ def render(request: RenderRequest) -> None:
 def schema(request: SchemaRequest) -> None:
     """Print the topology JSON Schema (point your editor's YAML support at it)."""
     if request.markdown:
-        from ..schema_reference import topology_reference
+        from ..render.schema_reference import topology_reference
 
         typer.echo(topology_reference(), nl=False)
         return

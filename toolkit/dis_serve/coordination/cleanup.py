@@ -65,8 +65,8 @@ def apply_cleanup(plan: CleanupPlan) -> CleanupResult:
 def live_registrations(namespace: str, etcd_url: str) -> list[str]:
     """Instances registered under the namespace whose request server answers: a live graph.
     Raises ConnectionError when etcd cannot be read."""
-    from ..probes import http_client
     from . import liveness
+    from .probes import http_client
 
     view = asyncio.run(read_etcd(etcd_url, namespace))
     if view.error:

@@ -79,8 +79,8 @@ def expectations(topo: Topology, plan: LaunchPlan | None = None) -> Expectations
 
 def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:
     """Read etcd and NATS together (NATS listens for `window_s` seconds), then metrics."""
-    from ..probes import http_client
     from . import liveness
+    from .probes import http_client
     from .traffic import read_traffic
 
     etcd, nats = asyncio.run(_read_planes(target, window_s))

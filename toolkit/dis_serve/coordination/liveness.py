@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from ..probes import process_ready, tcp_accepts
 from .observed import Registration
+from .probes import process_ready, tcp_accepts
 
 if TYPE_CHECKING:
     import httpx

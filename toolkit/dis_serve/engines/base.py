@@ -103,6 +103,10 @@ class Engine:
     # The command that makes a worker's TP ranks one MPI job when the placement starts
     # them as tasks of one step (None: one process per worker).
     mpi_launcher: str | None = None
+    # Where that launcher's rank 0 looks for a free TCP port, closes it and binds it moments
+    # later (None: it takes no port): two leaders starting at once on one node can pick the
+    # same one, so a placement starts one leader at a time per node.
+    mpi_leader_port_from: int | None = None
     requires: PythonRequirement | None = None  # what a local worker imports (preflight)
     # What one worker adds to a machine's memory, MiB of unique memory as measured
     # (launch/preflight.py says how); None: it depends on the model.

@@ -21,8 +21,12 @@ from ..builtin import ENGINE_TEMPLATES
 from ..topology import Backend, Mode, PoolRole, Topology
 from .base import Engine, EngineMetrics, PythonRequirement, WorkerSite, dynamo_image
 
-# The image and the TensorRT-LLM it carries have their one home here.
+# The image and the TensorRT-LLM it carries have their one home here. ai-dynamo 1.6.1's
+# `trtllm` extra pins tensorrt-llm==1.3.0rc29 (its wheel's metadata; a test reads it), the
+# version the image of the same Dynamo release carries and the engine configs are checked
+# against (tests/fixtures/trtllm/: that tag's llm_args could not be read, see its README).
 IMAGE = dynamo_image("tensorrtllm-runtime")
+TRTLLM_VERSION = "1.3.0rc29"
 TEMPLATES = "trtllm"  # configs/trtllm/<role>.yaml
 # The environment every worker gets, on every target. From NVIDIA/srt-slurm's H100 recipes
 # (recipes/trtllm/h100-fp8/**.yaml, prefill_environment and decode_environment): the first
@@ -149,6 +153,10 @@ TRTLLM = Engine(
     dgd_backend_framework="trtllm",
     runs_in_image=True,
     mpi_launcher="trtllm-llmapi-launch",
+    # trtllm-llmapi-launch's export_free_tcp_addr_for_spawn_proxy_process: the first port
+    # from 10012 that binds, closed again, exported as TLLM_SPAWN_PROXY_PROCESS_IPC_ADDR
+    # (unconditionally: it takes no port from its caller) and bound by mgmn_leader_node.
+    mpi_leader_port_from=10012,
     requires=PythonRequirement(
         module="tensorrt_llm",
         missing="backend trtllm needs TensorRT-LLM, which is not installed here; install it "

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..atomic_file import write_atomic
 from ..engines import engine_distributions, engine_for
+from ..files.atomic_file import write_atomic
 from ..topology import Topology
 from .machine import HostEvidence, observe_host
 

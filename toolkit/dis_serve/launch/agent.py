@@ -39,15 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic_file import write_atomic
+from ..coordination.probes import http_client, router_view, tcp_accepts
 from ..engines import engine_for
 from ..errors import RunError, UserInputError
-from ..probes import http_client, router_view, tcp_accepts
+from ..files.atomic_file import write_atomic
 from ..render.cluster_plan import DATA_DIR_VAR, ClusterPlan, NodeProcesses, resolved_launch_plan
 from ..render.launch_plan import ENGINE_CONFIG_DIR, LaunchPlan
 from ..render.run_layout import CLUSTER_PLAN_FILE, ENDPOINT_FILE, STOP_REQUEST_FILE
 from ..render.shell_words import runtime_names
-from ..startup_budget import worker_startup_budget_s
 from ..topology import ProcessKind, Topology
 from .agent_contact import keep_in_touch
 from .cluster_tls import prepare_node_tls
@@ -59,6 +58,7 @@ from .node_stop import CrossNodeStop
 from .plan_watch import PlanWatch
 from .rundir import PRIVATE_FILE, RunDir
 from .secrets import GraphSecrets
+from .startup_budget import worker_startup_budget_s
 from .status import GraphStatus
 from .supervisor import Supervisor
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic_file import write_atomic
+from ..files.atomic_file import write_atomic
 from ..render.run_layout import FAULT_PREFIX, STOP_REQUEST_FILE
 from .process import create_time, same_process
 

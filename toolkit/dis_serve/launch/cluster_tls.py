@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..atomic_file import write_atomic
 from ..errors import UserInputError
-from ..private_path import PRIVATE_FILE, read_own_text
+from ..files.atomic_file import write_atomic
+from ..files.private_path import PRIVATE_FILE, read_own_text
 from ..render.cluster_plan import NodeProcesses
 from ..render.launch_plan import NATS_CONFIG, nats_config
 from ..render.shell_words import resolve_runtime

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic_file import write_atomic
 from ..engines import engine_for
 from ..errors import RunError
+from ..files.atomic_file import write_atomic
 from ..render.dynamo_argv import LOOPBACK
 from ..render.launch_plan import (
     NATS_CONFIG,
@@ -31,7 +31,6 @@ from ..render.launch_plan import (
 from ..render.run_layout import CHANGE_FILES, COORDINATION_DATA
 from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
-from ..startup_budget import readiness_timeout_s
 from ..topology import PlacementKind, Topology
 from ..topology.security import TlsMode
 from .events import SupervisorEvent
@@ -51,6 +50,7 @@ from .run_lock import RunLock
 from .run_record import RunRecord, build_record
 from .rundir import DEFAULT_KEEP_RUNS, RunDir
 from .secrets import GraphSecrets, graph_secrets, nats_token
+from .startup_budget import readiness_timeout_s
 from .status import GraphStatus
 from .supervisor import Supervisor
 

@@ -22,8 +22,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from ..atomic_file import write_atomic
-from ..catalog import ModelArchitecture
+from ..files.atomic_file import write_atomic
+from ..hardware.catalog import ModelArchitecture
 
 UNK, BOS, EOS = "<unk>", "<|bos|>", "<|eos|>"
 SPECIAL_TOKENS = (UNK, BOS, EOS)

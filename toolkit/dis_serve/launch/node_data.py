@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import RunError
-from ..private_path import ensure_private_dir, open_private
+from ..files.private_path import ensure_private_dir, open_private
 from ..topology import Topology
 
 # Node-local by intent; the subdirectories made in it are 0700 and checked to be ours.

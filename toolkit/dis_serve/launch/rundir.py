@@ -21,10 +21,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from ..ansi import strip_ansi
-from ..atomic_file import write_atomic
 from ..errors import UserInputError
-from ..private_path import (
+from ..files.atomic_file import write_atomic
+from ..files.private_path import (
     PRIVATE_DIR,
     PRIVATE_FILE,
     check_trusted,
@@ -47,6 +46,7 @@ from ..render.run_layout import (
     TOPOLOGY_FILE,
 )
 from ..topology import Topology, is_valid_name
+from .ansi import strip_ansi
 from .run_record import RunRecord
 from .status import GraphStatus
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserInputError
-from ..input_file import require_regular_file
-from ..private_path import read_own_text
+from ..files.private_path import read_own_text
+from ..inputs.input_file import require_regular_file
 from ..render.launch_plan import NATS_TOKEN_ENV
 from ..render.tls_planes import ETCD_CLIENT_PEM_ENV, generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR, nats_token_path

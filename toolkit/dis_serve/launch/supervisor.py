@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..probes import (
+from ..coordination.probes import (
     RouterView,
     expected_workers,
     http_client,

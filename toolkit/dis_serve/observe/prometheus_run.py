@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from ..atomic_file import write_atomic
 from ..errors import PreflightError, RunError
+from ..files.atomic_file import write_atomic
 from ..launch.process import create_time, same_process
 from ..launch.rundir import RunDir
 from ..launch.stopping import stop_processes

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from ..catalog import find_known_model
 from ..engines import planned_engine
+from ..hardware.catalog import find_known_model
 from ..topology import KvCacheDtype, WeightDtype
 from .perf_model import (
     SERVING_CORRECTIONS,

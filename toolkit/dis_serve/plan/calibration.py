@@ -49,7 +49,7 @@ def read_measurements(paths: list[Path], target: ModelOnGpu | None = None) -> li
     """Every usable point of the `bench` results at `paths` (results.json or its folder), or
     of a ledger (`.jsonl`: its entries for `target`'s model and GPU)."""
     from ..bench.report import RESULTS_JSON, read_result
-    from ..yaml_input import load_model_file
+    from ..inputs.yaml_input import load_model_file
 
     out = []
     for path in paths:
@@ -82,7 +82,7 @@ def read_measurements(paths: list[Path], target: ModelOnGpu | None = None) -> li
 def _ledger_measurements(path: Path, target: ModelOnGpu | None) -> list[Measured]:
     """The ledger's measured points of this model on this GPU whose graph file is still
     there (the fit predicts each on the deployment it ran)."""
-    from ..yaml_input import load_model_file
+    from ..inputs.yaml_input import load_model_file
     from .ledger import read_ledger
 
     if not path.is_file():

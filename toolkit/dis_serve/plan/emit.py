@@ -16,10 +16,10 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from ..catalog import find_known_model
 from ..engines import planned_engine, twin_engine
 from ..engines.base import TwinTiming
 from ..errors import RunError
+from ..hardware.catalog import find_known_model
 from ..topology import TOPOLOGY_SCHEMA_VERSION, Mode, PoolRole, Topology
 from .perf_model import ModelOnGpu
 from .predict import kv_transfer_gbps

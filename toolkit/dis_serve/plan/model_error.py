@@ -31,8 +31,8 @@ from functools import cache
 from itertools import combinations
 from pathlib import Path
 
-from ..catalog import GPUS, GpuType, find_known_model
 from ..engines import planned_engine
+from ..hardware.catalog import GPUS, GpuType, find_known_model
 from ..topology import Mode
 from .perf_model import PerfSource
 

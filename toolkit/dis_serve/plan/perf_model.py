@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ..builtin import template_kv_share
-from ..catalog import GpuSpec, ModelArchitecture
-from ..sizing import fit_worker_memory, kv_bytes_per_token
+from ..hardware.catalog import GpuSpec, ModelArchitecture
+from ..hardware.sizing import fit_worker_memory, kv_bytes_per_token
 from ..topology import KvCacheDtype, PoolRole, WeightDtype
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..engines import planned_engine
-from ..sizing import fit_worker_memory
+from ..hardware.sizing import fit_worker_memory
 from ..topology import Mode, PoolRole
 from .perf_model import ModelOnGpu
 from .predict import DEFAULT_SLA_SHARE, kv_transfer_gbps

@@ -15,8 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from ..catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
 from ..errors import UserInputError
+from ..hardware.catalog import GPUS, KNOWN_MODELS, GpuType, KnownModel, find_known_model
 from ..inputs import options
 from ..inputs.options import CliFlag
 from ..inputs.request_model import RequestModel
@@ -66,7 +66,7 @@ class TraceStats:
 def read_trace(path: Path, block_size: int = MOONCAKE_BLOCK_TOKENS) -> TraceStats:
     """Read a Mooncake JSONL trace: one request a line with `input_length`, `output_length`
     and, for arrivals, `timestamp` in milliseconds (Dynamo's replay reads the same file)."""
-    from ..mooncake_trace import check_trace
+    from ..inputs.mooncake_trace import check_trace
 
     rows = check_trace(path, key="--trace")
     inputs = [row.input_length for row in rows]

@@ -28,7 +28,7 @@ from .outcome import PlanOutcome
 def plan_of_topology(topology_file: str | None) -> tuple[PlanOutcome, Path] | None:
     """The plan a topology was emitted from and its file (None: not a planned graph): named
     in the emitted file's header, or beside a mocker graph's timing tables."""
-    from ..yaml_input import load_model_file
+    from ..inputs.yaml_input import load_model_file
 
     if topology_file is None or not Path(topology_file).is_file():
         return None
@@ -109,7 +109,7 @@ def record_planned_run(run: BenchRun) -> str | None:
     """The after-bench hook (bench/runner.AfterBench) every measured run gets: for a planned
     graph, `after_bench` and a line saying how many points the ledger gained. A run of the
     file's topology with a key changed (an arm of `compare --vary`) is no run of the plan."""
-    from ..yaml_input import load_model_file
+    from ..inputs.yaml_input import load_model_file
 
     file = run.result.topology_file
     if file is None or not Path(file).is_file() or (

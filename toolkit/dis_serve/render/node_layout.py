@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..sizing import kv_bytes_per_token
+from ..hardware.sizing import kv_bytes_per_token
 from ..topology import (
     EtcdMode,
     KvInterconnect,

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ..private_path import PRIVATE_FILE, ensure_private_dir, open_private
+from ..files.private_path import PRIVATE_FILE, ensure_private_dir, open_private
 from .pki_files import PkiPaths, ca_key_path, nats_token_path, node_pki_paths, pki_paths
 
 # Every graph listens on loopback too (probes, local clients): always in the server's SANs.

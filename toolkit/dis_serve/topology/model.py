@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field, model_validator
 
-from ..catalog import GPUS, GpuType, ModelArchitecture, find_known_model
+from ..hardware.catalog import GPUS, GpuType, ModelArchitecture, find_known_model
 from .base import Strict
 from .enums import KvCacheDtype, WeightDtype
 from .kubernetes import Revision

@@ -98,6 +98,13 @@ class SlurmPlacement(Strict):
                     "e.g. nvcr.io#nvidia/ai-dynamo/tensorrtllm-runtime:1.6.1 or the .sqsh "
                     "`enroot import` made of it. Required for TensorRT-LLM graphs; `none` "
                     "runs every step on the nodes' own software (bare metal).")
+    image_cache: str | None = Field(
+        default=None, min_length=1,
+        description="Directory on storage every node mounts for the .sqsh of a registry "
+                    "container_image: the job's first step `enroot import`s it there once "
+                    "(under a lock; kept for later jobs) and every step runs the file, as "
+                    "srt-slurm's recipes run theirs, instead of each step pulling the image. "
+                    "Default: images/ in the run directory.")
     container_mounts: list[str] = Field(
         default_factory=list,
         description="More srun --container-mounts entries (SRC:DST); the run directory and "

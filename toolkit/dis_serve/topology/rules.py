@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from urllib.parse import urlsplit
 
-from ..catalog import KNOWN_MODELS, find_known_model
-from ..sizing import GIB
+from ..hardware.catalog import KNOWN_MODELS, find_known_model
+from ..hardware.sizing import GIB
 from .base import MAX_SYSTEM_PORT, is_valid_name
 from .enums import EtcdMode, Mode, NatsMode, PoolRole, ProcessKind, WeightDtype
 from .kubernetes import quantity_bytes

@@ -14,8 +14,8 @@ import json
 from pydantic import Field, field_validator
 
 from ..builtin import template_kv_share
-from ..catalog import GPUS
-from ..sizing import MemoryFit, fit_worker_memory
+from ..hardware.catalog import GPUS
+from ..hardware.sizing import MemoryFit, fit_worker_memory
 from .autoscale import Autoscale
 from .base import Strict
 from .coordination import Coordination

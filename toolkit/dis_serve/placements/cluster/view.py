@@ -19,11 +19,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ...files.private_path import read_own_text
 from ...launch.agent_contact import Heartbeat, read_heartbeat
 from ...launch.change_record import describe_change
 from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase, GraphStatus, ProcessState
-from ...private_path import read_own_text
 from ...render.cluster_plan import ClusterPlan, NodeProcesses
 from ...render.launch_plan import LaunchPlan, ProcessSpec
 from ...render.run_layout import AGENT_FILE_GLOBS, ENDPOINT_FILE
@@ -204,8 +204,8 @@ def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
                     client=None) -> ObservedGraph:  # client: httpx.Client
     """One look at the whole graph: the nodes' files, and the router once it has served
     (`client` must trust the graph's CA when its frontend serves HTTPS: endpoint_tls_here)."""
-    from ...http_client import direct_client
-    from ...probes import PROBE_TIMEOUT_S, router_view
+    from ...coordination.probes import PROBE_TIMEOUT_S, router_view
+    from ...security.http_client import direct_client
 
     looks = look_at_nodes(run, plan)
     served = running and has_served(run)

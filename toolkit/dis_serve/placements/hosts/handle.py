@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ...atomic_file import write_atomic
 from ...errors import PreflightError, RunError
+from ...files.atomic_file import write_atomic
 from ...launch.agent_contact import request_fault, request_stop
 from ...launch.node_data import clear_data
 from ...launch.rundir import PRIVATE_FILE, RunDir
@@ -142,7 +142,7 @@ class HostsHandle(ClusterHandle):
         return AgentRequests(self._run)
 
     def start(self, options: StartOptions) -> StartReport:
-        from ...startup_budget import readiness_timeout_s
+        from ...launch.startup_budget import readiness_timeout_s
 
         topo = self._topology_to("prepare", "dis-serve prepare")
         plan = prepare_hosts_run(topo, self._run)

@@ -293,7 +293,7 @@ def platform_note(topo: Topology) -> str:
 
 def apply_warnings(topo: Topology) -> list[str]:
     """What to fix in the topology before the manifest can serve in a cluster."""
-    from ...catalog import KNOWN_MODELS
+    from ...hardware.catalog import KNOWN_MODELS
 
     if topo.model.id == KNOWN_MODELS["dis-serve-tiny"].hf_id:
         return [f"{topo.model.id} is dis-serve's local tokenizer-only card, which a cluster "

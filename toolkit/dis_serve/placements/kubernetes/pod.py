@@ -12,7 +12,7 @@ from typing import Any
 
 from ...engines import engine_for
 from ...engines.base import dynamo_image
-from ...startup_budget import worker_startup_budget_s
+from ...launch.startup_budget import worker_startup_budget_s
 from ...topology import PoolRole, Topology, quantity_bytes
 
 # Since Dynamo 1.1 the planner has its own image (backend images lack its dependencies).

@@ -94,7 +94,7 @@ def secrets_notes(topo: Topology) -> list[str]:
 
 def write_tls_secrets(topo: Topology, out_dir: Path) -> list[str]:
     """k8s/tls-secrets.yaml under `out_dir`, kept from the last render while it fits."""
-    from ...private_path import read_own_text
+    from ...files.private_path import read_own_text
     from ...security.certs import write_private_files
     from .dump import dump_manifests
 

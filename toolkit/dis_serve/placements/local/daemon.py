@@ -31,9 +31,9 @@ from ...launch.keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
 from ...launch.plan_watch import PlanWatch
 from ...launch.rundir import DEFAULT_KEEP_RUNS, RunDir
 from ...launch.secrets import graph_secrets
+from ...launch.startup_budget import readiness_timeout_s
 from ...launch.status import GraphPhase, GraphStatus
 from ...launch.supervisor import Supervisor
-from ...startup_budget import readiness_timeout_s
 from ...topology import Topology
 
 POLL_S = 0.02

@@ -26,10 +26,10 @@ class LocalPlacement:
 
     def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
         """Paths inside the plan point into out_dir/local, so the script runs as written."""
+        from ...launch.startup_budget import readiness_timeout_s
         from ...observe.prometheus_config import render_observability
         from ...render.launch_plan import RenderContext, render_launch_plan
         from ...render.shell_script import render_shell_script
-        from ...startup_budget import readiness_timeout_s
         from ..shared_files import engine_config_files
 
         plan = render_launch_plan(topo, RenderContext(run_dir=out_dir / self.target))

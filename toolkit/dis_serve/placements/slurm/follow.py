@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ...coordination.probes import PROBE_TIMEOUT_S
 from ...errors import RunError
-from ...http_client import direct_client
 from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase
-from ...probes import PROBE_TIMEOUT_S
+from ...security.http_client import direct_client
 from ...topology import PlacementKind
 from ..cluster.view import endpoint_tls_here, observe_cluster
 from ..reports import ObservedGraph

@@ -92,7 +92,7 @@ class SlurmHandle(ClusterHandle):
         return JobSteps(self._run, self._submitted())
 
     def start(self, options: StartOptions) -> StartReport:
-        from ...startup_budget import readiness_timeout_s
+        from ...launch.startup_budget import readiness_timeout_s
         from .submit import submit
 
         topo = self._topology_to("submit", "dis-serve up")

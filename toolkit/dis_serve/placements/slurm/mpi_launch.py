@@ -17,9 +17,18 @@ Whether an engine's workers launch this way, and under which launcher, is the en
 (engines/: `mpi_launcher`); the srun around it is this module's.
 `worker_launch_argv` is the one home of the worker's launch line: the sbatch script renders
 it, and a per-node agent that starts the worker itself runs the same argv. Pure.
+
+Two workers on one node start their launchers at once, and `trtllm-llmapi-launch`'s rank 0
+picks its proxy port by probing from 10012 and closing the socket before its leader binds it
+(TensorRT-LLM's tensorrt_llm/llmapi/trtllm-llmapi-launch: it exports the port it found and
+takes none from its caller), so both can pick one port. `LEADER_GATE` starts one leader at a
+time per node, as srt-slurm's `sequential_node_start` does, but only until the leader
+listens, not until the worker has loaded its model.
 """
 
 from __future__ import annotations
+
+import re
 
 from ...engines import engine_for
 from ...errors import UserInputError
@@ -57,10 +66,31 @@ def container_image(topo: Topology) -> str | None:
         raise UserInputError(
             f"a {engine.title} graph on Slurm runs in a container (NVIDIA's way) and none is "
             "set", key="placement.slurm.container_image",
-            fix=f"set it to {pyxis_image(engine.image)} (or the .sqsh `enroot import "
-                f"docker://{pyxis_image(engine.image)}` writes), or to `none` to use the "
+            fix=f"set it to {pyxis_image(engine.image)} (the job imports it once into a "
+                ".sqsh every step runs), to a .sqsh of your own, or to `none` to use the "
                 "nodes' own software")
     return image
+
+
+def is_squashfs(image: str) -> bool:
+    """A file enroot made (`enroot import`), not a registry reference to pull."""
+    return image.startswith(("/", "./")) or image.endswith(".sqsh")
+
+
+def squashfs_path(topo: Topology, run_dir: str) -> str | None:
+    """Where the job keeps the .sqsh of a registry image, named as `enroot import` names it
+    (registry+repository+tag.sqsh); None when the steps run a file already, or no image."""
+    image = container_image(topo)
+    if image is None or is_squashfs(image):
+        return None
+    directory = (topo.placement.slurm or SlurmPlacement()).image_cache or f"{run_dir}/images"
+    return f"{directory}/{re.sub(r'[/#:]', '+', image)}.sqsh"
+
+
+def step_image(topo: Topology, run_dir: str) -> str | None:
+    """What `--container-image` names in every step: the imported .sqsh, the user's file,
+    or None for bare metal."""
+    return squashfs_path(topo, run_dir) or container_image(topo)
 
 
 def container_mounts(topo: Topology, run_dir: str) -> list[str]:
@@ -76,6 +106,53 @@ def container_mounts(topo: Topology, run_dir: str) -> list[str]:
 def launches_mpi_ranks(topo: Topology) -> bool:
     """The engine's TP ranks start as tasks of one step, under its MPI launcher."""
     return engine_for(topo.backend).mpi_launcher is not None
+
+
+# One launcher's rank 0 at a time per node (engines/: `mpi_leader_port_from`): rank 0 takes
+# the node's lock, finds the port its launcher is about to pick (the same search, from $2),
+# starts the launcher and lets the next leader go once that port listens (or the launcher
+# ends, or 120 s pass); other ranks start at once. POSIX sh: it runs in NVIDIA's image.
+LEADER_GATE = r"""locks=$1 from=$2; shift 2
+[ "${SLURM_PROCID:-0}" = 0 ] || exec "$@"
+mkdir -p "$locks"
+exec 9>>"$locks/${SLURMD_NODENAME:-$(hostname)}.lock"
+flock 9
+port=$(python3 -c 'import socket, sys
+port = int(sys.argv[1])
+while True:
+    s = socket.socket()
+    try:
+        s.bind(("", port))
+        break
+    except OSError:
+        port += 1
+    finally:
+        s.close()
+print(port)' "$from")
+"$@" 9>&- &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT
+hex=$(printf %04X "$port") tries=0
+while kill -0 "$child" 2>/dev/null && [ "$tries" -lt 1200 ] && \
+    ! grep -q ":$hex 00000000:0000 0A" /proc/net/tcp; do
+  sleep 0.1; tries=$((tries + 1))
+done
+flock -u 9
+exec 9>&-
+while :; do
+  wait "$child"; status=$?
+  kill -0 "$child" 2>/dev/null || exit "$status"
+done"""
+
+
+def leader_gate(topo: Topology, run_dir: str) -> list[str]:
+    """The words in front of the MPI launcher that start one leader at a time per node;
+    none where the engine's launcher takes no port."""
+    port_from = engine_for(topo.backend).mpi_leader_port_from
+    if port_from is None:
+        return []
+    return ["sh", "-c", LEADER_GATE, "mpi-leader-gate", f"{run_dir}/locks",
+            str(port_from)]
 
 
 def uses_mpi_launch(topo: Topology, spec: ProcessSpec) -> bool:
@@ -104,11 +181,11 @@ def worker_launch_argv(topo: Topology, spec: ProcessSpec, *, node: str, run_dir:
              *MPI_FLAGS, f"--job-name={spec.name}"]
     if log is not None:
         words.append(f"--output={log}")
-    if (image := container_image(topo)) is not None:
+    if (image := step_image(topo, run_dir)) is not None:
         words += [f"--container-image={image}", *PYXIS_FLAGS,
                   f"--container-mounts={','.join(container_mounts(topo, run_dir))}"]
     argv = list(spec.argv)
     env = [f"{k}={v}" for k, v in sorted(worker_env(topo, spec).items())]
     launcher = engine_for(topo.backend).mpi_launcher
     assert launcher is not None  # only workers that `uses_mpi_launch` come here
-    return [*words, "env", *env, launcher, *argv]
+    return [*words, "env", *env, *leader_gate(topo, run_dir), launcher, *argv]

@@ -24,13 +24,20 @@ from ...render.shell_words import (
     checkpoint_check,
     comment,
     echo_line,
+    memlock_check,
     private_files_lines,
     runtime,
     word,
 )
-from ...topology import SlurmPlacement, Topology
+from ...topology import KvInterconnect, SlurmPlacement, Topology
 from ..hosts.scripts import token_lines
-from .mpi_launch import launches_mpi_ranks, uses_mpi_launch, worker_launch_argv
+from .mpi_launch import (
+    container_image,
+    launches_mpi_ranks,
+    squashfs_path,
+    uses_mpi_launch,
+    worker_launch_argv,
+)
 
 # The batch script makes STOP_REQUEST_FILE when told to stop: every agent watches for it and
 # stops its node in order. Not a signal through Slurm: Slurm signals every process of a step
@@ -167,6 +174,29 @@ def _resolve_lines(topo: Topology) -> list[str]:
     return lines
 
 
+# On one node, under the cache's lock: import the registry image unless its .sqsh is there
+# (a part file moved into place, so a failed import leaves none).
+IMPORT_IMAGE = ('exec 9>>"$1.lock" && flock 9 && { [ -s "$1" ] || { enroot import -o "$1.part" '
+                '"docker://$2" && mv -f "$1.part" "$1"; }; }')
+
+
+def _image_lines(topo: Topology, run_dir: str) -> list[str]:
+    """Before any step runs in the image: its .sqsh, made once on shared storage
+    (`enroot import`) and kept for every step, restart and later job."""
+    sqsh = squashfs_path(topo, run_dir)
+    image = container_image(topo)
+    if sqsh is None or image is None:
+        return []
+    problem = word(f"could not import {image} into {sqsh} (enroot import); import it by "
+                   "hand, or set placement.slurm.container_image to a .sqsh")
+    return ["", "# The image, imported once into a .sqsh every step runs (as srt-slurm's "
+                "recipes run theirs)",
+            f"mkdir -p {word(sqsh.rsplit('/', 1)[0])}",
+            f'srun --overlap --nodes=1 --ntasks=1 --gres=none --nodelist="${{{node_name_var(0)}}}" '
+            f"bash -c {word(IMPORT_IMAGE)} import-image {word(sqsh)} {word(image)} || "
+            f"{{ echo {problem} >&2; exit 1; }}"]
+
+
 def _checkpoint_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
     """Before anything starts: model.path holds config.json and weights on every worker
     node (shared storage seen the same everywhere), else one line naming node and path."""
@@ -182,6 +212,25 @@ def _checkpoint_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
         lines.append(f'srun --overlap --nodes=1 --ntasks=1 --gres=none --nodelist="{node}" '
                      f'bash -c {word(checkpoint_check(path))} || '
                      f'{{ echo "node {node}:" {problem} >&2; exit 1; }}')
+    return lines
+
+
+def _memlock_lines(topo: Topology, plan: ClusterPlan) -> list[str]:
+    """Before the GPU workers start: the locked-memory check every target runs
+    (shell_words.memlock_check), as a step on each worker node, since steps get the limits
+    Slurm propagates from the submitting shell; a hard stop with RDMA."""
+    if not topo.backend.needs_gpu:
+        return []
+    names = {node.index: node.name for node in plan.nodes}
+    nodes = sorted({p.node for node in plan.nodes for p in node.processes if p.role})
+    rdma = topo.placement.interconnect is KvInterconnect.RDMA
+    fix = ("raise the limit steps get (ulimit -l unlimited before sbatch, which Slurm "
+           "propagates, or memlock in the nodes' limits.conf and slurmd's LimitMEMLOCK)")
+    lines = ["", "# locked memory on each worker node, as its steps get it"]
+    for i in nodes:
+        check = memlock_check(f"node {names[i]}", fix, fatal=rdma)
+        lines.append(f'srun --overlap --nodes=1 --ntasks=1 --gres=none '
+                     f'--nodelist="${{{node_name_var(i)}}}" sh -c {word(check)}')
     return lines
 
 
@@ -250,6 +299,8 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
     if plan.needs_model_card:
         lines.append("# The mocker reads a tokenizer-only model card at "
                      f"{comment(plan.model_path)} (`dis-serve up` makes one).")
+    lines += _image_lines(topo, run_dir or runtime("RUN_DIR"))
     lines += _checkpoint_lines(topo, plan)
+    lines += _memlock_lines(topo, plan)
     lines += [*_agent_lines(topo, plan, python), ""]
     return "\n".join(lines)

@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from ...atomic_file import write_atomic
 from ...errors import PreflightError, RunError
+from ...files.atomic_file import write_atomic
 from ...launch.cluster_tls import write_cluster_ca
 from ...launch.graph import local_model_dir, write_worker_inputs
 from ...launch.preflight import find_binaries

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .http_client import direct_client
-from .render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
-from .topology import ProcessKind
+from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from ..security.http_client import direct_client
+from ..topology import ProcessKind
 
 if TYPE_CHECKING:
     import httpx
 
-    from .security.pki_files import EndpointTls
+    from ..security.pki_files import EndpointTls
 
 PROBE_TIMEOUT_S = 2.0
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from .topology import Topology
+from ..topology import Topology
 
 CACHE_READ_GBPS = 0.2
 ENGINE_INIT_S = 600.0

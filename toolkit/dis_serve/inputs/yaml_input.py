@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import UserInputError
+from ..errors import UserInputError
 from .input_file import require_regular_file
 
 MAX_BYTES = 1024 * 1024

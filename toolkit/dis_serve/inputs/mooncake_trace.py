@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import UserInputError
+from ..errors import UserInputError
 from .input_file import require_regular_file
 
 # Bounds of what a replay can mean here: no model dis-serve serves takes a million-token

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from .security.pki_files import EndpointTls
+    from .pki_files import EndpointTls
 
 
 def client_ssl_context(tls: EndpointTls) -> ssl.SSLContext:

@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import UserInputError
+from ..errors import UserInputError
 
 _KINDS = {
     stat.S_IFDIR: "a directory",

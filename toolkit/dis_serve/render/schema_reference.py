@@ -222,7 +222,7 @@ as JSON Schema for an editor's YAML support; `dis-serve init` writes a commented
 
 def topology_reference() -> str:
     """`docs/topology.md`: the reference for the `Topology` model."""
-    from .topology import Topology
+    from ..topology import Topology
 
     schema = with_factory_defaults(Topology.model_json_schema(), Topology)
     return markdown_reference(schema, title="Topology reference", preamble=TOPOLOGY_PREAMBLE)

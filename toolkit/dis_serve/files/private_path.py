@@ -17,7 +17,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from .errors import UserInputError
+from ..errors import UserInputError
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600

@@ -1,0 +1,1 @@
+"""The GPUs and models dis-serve knows (catalog) and what fits on them (sizing)."""
