@@ -23,10 +23,10 @@ from typing import Protocol
 
 from ..errors import RunError
 from ..launch.change_record import ChangeRecord, ChangeState, ChangeStep, write_change
+from ..launch.startup_budget import worker_startup_budget_s
 from ..launch.status import ProcessState
 from ..render.launch_plan import ProcessSpec
 from ..render.node_layout import WorkerSlot
-from ..startup_budget import worker_startup_budget_s
 from ..topology import PoolRole, ProcessKind, Topology
 from .steps import Step, WorkerNow, next_step
 

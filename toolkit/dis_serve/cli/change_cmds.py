@@ -49,9 +49,9 @@ def apply(request: ApplyRequest) -> None:
     from ..change.diff import diff
     from ..change.executor import carry_out, simulate, slot_of
     from ..errors import UserInputError
+    from ..inputs.yaml_input import load_model_file
     from ..launch.change_record import change_lock
     from ..topology import Topology
-    from ..yaml_input import load_model_file
 
     file = request.file
     edited = load_model_file(Topology, file)
@@ -83,7 +83,7 @@ def apply(request: ApplyRequest) -> None:
 
 
 def _operator_change(deployed: Topology, edited: Topology, source: str, out: Path) -> None:
-    from ..atomic_file import write_atomic
+    from ..files.atomic_file import write_atomic
     from ..placements.registry import operator_change
 
     change = operator_change(deployed, edited, source, str(out))

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..atomic_file import write_atomic
 from ..errors import UserInputError
+from ..files.atomic_file import write_atomic
 from ..render.run_layout import CHANGE_FILE, CHANGE_HISTORY, CHANGE_LOCK
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ...atomic_file import write_atomic
 from ...change.executor import LiveLook, LiveState, ProcessLook
+from ...coordination.probes import http_client, router_view
+from ...files.atomic_file import write_atomic
 from ...launch.rundir import RunDir
-from ...probes import http_client, router_view
 from ...render.cluster_plan import ClusterPlan
 from ...render.launch_plan import ProcessSpec
 from ...render.node_layout import WorkerSlot

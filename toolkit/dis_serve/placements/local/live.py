@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...change.executor import LiveLook, LiveState, ProcessLook
+from ...coordination.probes import http_client, router_view
 from ...launch.rundir import RunDir
-from ...probes import http_client, router_view
 from ...render.launch_plan import ProcessSpec, render_launch_plan
 from ...render.node_layout import WorkerSlot
 from ...topology import Topology
