@@ -34,7 +34,7 @@ from pathlib import Path
 import psutil
 
 import slurm_cluster
-from slurm_cluster import SlurmDaemons, SlurmNode, binary, stop_pid
+from slurm_cluster import SlurmDaemons, SlurmNode, binary, stop_pids
 
 SUBNET = "198.18.0"
 BRIDGE_ADDRESS = f"{SUBNET}.1"
@@ -117,7 +117,7 @@ def remove_stale() -> list[str]:
     for line in ip("netns", "list").splitlines():
         name = line.split()[0] if line.split() else ""
         if _owner_gone(name):
-            _kill_all(namespace_pids(name))
+            stop_pids(namespace_pids(name), timeout_s=5)
             ip("netns", "del", name)
             removed.append(name)
     for line in ip("-o", "link", "show").splitlines():
@@ -129,9 +129,6 @@ def remove_stale() -> list[str]:
     return removed
 
 
-def _kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        stop_pid(pid, timeout_s=5)
 
 
 @dataclass
@@ -168,7 +165,7 @@ class Network:
         """Stop every process left in the namespaces, then delete them, the veths and the
         bridge (whatever part of them exists)."""
         for namespace in self.namespaces:
-            _kill_all(namespace_pids(namespace))
+            stop_pids(namespace_pids(namespace), timeout_s=5)
             with contextlib.suppress(RuntimeError):
                 ip("netns", "del", namespace)
         for line in ip("-o", "link", "show").splitlines():

@@ -30,6 +30,9 @@ import psutil
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "squeue", "scancel", "sinfo", "scontrol")
+# A job in one of these states has ended (and its output files are closed).
+FINAL_JOB_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                    "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
 # Its own ports, away from the ones a system Slurm (6817/6818) and the tests' graphs use.
 SLURMCTLD_PORT = 18870
 SLURMD_PORT = 18871
@@ -180,19 +183,41 @@ class SlurmDaemons:
                              capture_output=True, check=False).stdout
         return out.split()
 
+    def batch(self, *sbatch_args: str, timeout_s: float) -> tuple[int, str]:
+        """`sbatch sbatch_args`, waited for: the job's exit code and its final record
+        (`scontrol -o show job`). Polled every 0.2 s, as `sbatch --wait` does not: it checks
+        after 2, 4, 6... s, seconds after a short job has ended."""
+        submitted = subprocess.run(["sbatch", "--parsable", *sbatch_args], env=self.env,
+                                   capture_output=True, text=True, check=True, timeout=30)
+        job_id = submitted.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = subprocess.run(["scontrol", "-o", "show", "job", job_id], env=self.env,
+                                    capture_output=True, text=True, check=True).stdout
+            fields = dict(w.split("=", 1) for w in record.split() if "=" in w)
+            if fields.get("JobState") in FINAL_JOB_STATES:
+                return int(fields["ExitCode"].split(":")[0]), record
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still running after {timeout_s:g} s: {record}")
+            time.sleep(0.2)
+
     def stop(self, timeout_s: float = 20.0) -> None:
-        """Cancel every job, then stop every slurmd, slurmctld and munged by their pids."""
-        if self.conf.exists() and "slurmctld" in self.pids():
+        """Cancel every job, then stop every slurmd, slurmctld and munged by their pids.
+        Jobs only while the controller runs: scancel to a dead one retries for 30 s (a
+        killed run's pid files outlive its daemons)."""
+        controller = self.pids().get("slurmctld")
+        if self.conf.exists() and controller is not None and _alive(controller):
             subprocess.run(["scancel", "--full", "--user", "root"], env=self.env,
                            capture_output=True, check=False, timeout=30)
             deadline = time.monotonic() + timeout_s
             while self.jobs() and time.monotonic() < deadline:
                 time.sleep(0.2)
         pids = self.pids()
-        order = [name for name in pids if name.startswith("slurmd-")] + ["slurmctld", "munged"]
-        for name in order:
-            if name in pids:
-                stop_pid(pids[name], timeout_s)
+        # Every slurmd at once, then the controller, then munged (the others authenticate
+        # through it to the end).
+        stop_pids([pid for name, pid in pids.items() if name.startswith("slurmd-")], timeout_s)
+        for name in ("slurmctld", "munged"):
+            stop_pids([pids[name]] if name in pids else [], timeout_s)
 
     def __enter__(self) -> Self:
         return self
@@ -225,18 +250,31 @@ class SlurmCluster(SlurmDaemons):
 
 def _alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return _running(psutil.Process(pid))
     except psutil.NoSuchProcess:
         return False
 
 
-def stop_pid(pid: int, timeout_s: float) -> None:
+def _running(proc: psutil.Process) -> bool:
     try:
-        proc = psutil.Process(pid)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout_s)
-    except psutil.TimeoutExpired:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def stop_pids(pids: Sequence[int], timeout_s: float) -> None:
+    """SIGTERM every pid at once, wait until each has exited, SIGKILL what still runs after
+    `timeout_s`. A zombie has exited: the daemons are orphans, and the init that inherits
+    them may reap them seconds later (this machine's does every 2 s)."""
+    procs = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            proc.send_signal(signal.SIGTERM)
+            procs.append(proc)
+    deadline = time.monotonic() + timeout_s
+    while (running := [p for p in procs if _running(p)]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for proc in running:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-    except psutil.NoSuchProcess:
-        pass

@@ -89,14 +89,12 @@ def _run_job(netns_cluster, topo: Topology, tmp_path: Path) -> tuple[list[dict],
     script, workers = _job_script(topo, run, bin_dir, out)
     (tmp_path / "job.sh").write_text(script)
     nodes = topo.hardware.nodes
-    job = subprocess.run(["sbatch", "--wait", f"--nodes={nodes}", "--ntasks-per-node=2",
-                          "--exclusive", "--mem=0", f"--output={tmp_path}/job.log",
-                          str(tmp_path / "job.sh")],
-                         env=netns_cluster.env, capture_output=True, text=True, timeout=180,
-                         check=False)
+    code, record = netns_cluster.batch(f"--nodes={nodes}", "--ntasks-per-node=2", "--exclusive",
+                                       "--mem=0", f"--output={tmp_path}/job.log",
+                                       str(tmp_path / "job.sh"), timeout_s=180)
     logs = "\n".join(p.read_text() for p in [tmp_path / "job.log", *(run / "logs").iterdir()]
                      if p.exists())
-    assert job.returncode == 0, job.stdout + job.stderr + logs
+    assert code == 0, record + logs
     return [json.loads(p.read_text()) for p in out.iterdir()], workers, logs
 
 

@@ -38,10 +38,9 @@ def test_a_three_node_job_runs_one_step_in_each_nodes_namespace(netns_cluster, t
           $(ip -4 -o addr show dev eth0 | awk "{print \\$4}")"'
         """))
     out = tmp_path / "job.out"
-    job = subprocess.run(["sbatch", "--wait", "--nodes=3", f"--output={out}", str(script)],
-                         env=netns_cluster.env, capture_output=True, text=True, timeout=60,
-                         check=False)
-    assert job.returncode == 0, job.stderr + out.read_text()
+    code, record = netns_cluster.batch("--nodes=3", f"--output={out}", str(script),
+                                       timeout_s=60)
+    assert code == 0, record + out.read_text()
     seen = {line.split()[0]: line.split()[1:] for line in out.read_text().splitlines()}
     assert seen == {
         f"n{k}": [str(_namespace_inode(netns_cluster.namespace(f"n{k}"))), f"198.18.0.1{k}/24"]

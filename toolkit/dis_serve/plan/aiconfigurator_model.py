@@ -12,6 +12,7 @@ it is imported only when this model is built.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import warnings
@@ -109,6 +110,16 @@ def model_config_path(aic_name: str) -> str | None:
     return str(ours) if ours.joinpath("config.json").is_file() else None
 
 
+@functools.cache
+def _latest_database_version(system: str) -> str | None:
+    """The newest database AIConfigurator ships for `system` and the planned engine. It
+    parses every database's YAML description (1-3 s) on each call, while the installed
+    package cannot change under a running process: asked once per process."""
+    from aiconfigurator.sdk.perf_database import get_latest_database_version
+
+    return get_latest_database_version(system=system, backend=BACKEND)
+
+
 class AiconfiguratorModel(PerfModel):
     source = PerfSource.AICONFIGURATOR
     corrections = SERVING_CORRECTIONS
@@ -136,12 +147,9 @@ class AiconfiguratorModel(PerfModel):
         if self._model_path is None:
             raise AiconfiguratorUnavailable(
                 f"AIConfigurator ships no config for {self._model_name}")
-        from aiconfigurator.sdk.perf_database import (
-            get_database_view,
-            get_latest_database_version,
-        )
+        from aiconfigurator.sdk.perf_database import get_database_view
 
-        version = get_latest_database_version(system=self._system, backend=BACKEND)
+        version = _latest_database_version(self._system)
         if version is None:
             raise AiconfiguratorUnavailable(
                 f"AIConfigurator has no {BACKEND} database for {self._system}")
