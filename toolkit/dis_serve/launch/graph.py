@@ -21,14 +21,8 @@ from ..engines import engine_for
 from ..errors import RunError
 from ..files.atomic_file import write_atomic
 from ..render.dynamo_argv import LOOPBACK
-from ..render.launch_plan import (
-    NATS_CONFIG,
-    LaunchPlan,
-    RenderContext,
-    nats_config,
-    render_launch_plan,
-)
-from ..render.run_layout import CHANGE_FILES, COORDINATION_DATA
+from ..render.launch_plan import LaunchPlan, RenderContext, nats_config, render_launch_plan
+from ..render.run_layout import CHANGE_FILES, COORDINATION_DATA, NATS_CONFIG
 from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind, Topology

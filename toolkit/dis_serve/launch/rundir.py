@@ -37,12 +37,14 @@ from ..render.run_layout import (
     ADDRESSES_FILE,
     CLUSTER_PLAN_FILE,
     CONTEXT_FILE,
+    EARLIER_RUN_GLOBS,
     LEGACY_SLURM_JOB_FILE,
     LOGS_DIR,
     PLAN_FILE,
     PREVIOUS_DIR,
     RECORD_FILE,
     STATE_FILE,
+    SUPERVISOR_LOG,
     TOPOLOGY_FILE,
 )
 from ..topology import Topology, is_valid_name
@@ -121,7 +123,7 @@ class RunDir:
 
     @property
     def supervisor_log(self) -> Path:
-        return self.logs / "supervisor.log"
+        return self.logs / SUPERVISOR_LOG
 
     def log_file(self, process: str) -> Path:
         return self.logs / f"{process}.log"
@@ -144,6 +146,12 @@ class RunDir:
         return any(path.is_file() for path in (self.record_file, self.state_file,
                                                self.plan_file, self.slurm_job_file,
                                                self.cluster_plan_file))
+
+    def clear_earlier_run(self) -> None:
+        """Before a multi-node graph starts here again: remove what its last run left."""
+        if self.path.is_dir():
+            self.remove(tuple(sorted({p.name for pattern in EARLIER_RUN_GLOBS
+                                      for p in self.path.glob(pattern)})))
 
     def remove(self, names: tuple[str, ...]) -> None:
         """Delete these files or directories of the run directory (what an earlier run of the

@@ -32,9 +32,10 @@ from .dynamo_argv import (
     module_argv,
     worker_argv,
 )
-from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
+from .engine_config import engine_config_path
 from .node_layout import WorkerSlot, worker_slots
 from .planner_config import VIRTUAL, planner_config
+from .run_layout import ENGINE_CONFIG_DIR, ETCD_DATA, MODEL_CARD_DIR, NATS_CONFIG, NATS_DATA
 from .tls_planes import (
     endpoint_tls,
     etcd_tls_args,
@@ -48,7 +49,6 @@ from .tls_planes import (
 # from, and the server config that takes it from the server's environment. The token itself
 # is never in a plan, a rendered file or an argv.
 NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
-NATS_CONFIG = "nats.conf"
 
 
 def nats_token_config() -> str:
@@ -280,16 +280,16 @@ def render_launch_plan(topo: Topology, ctx: RenderContext,
     engine = engine_for(topo.backend)
     needs_card = engine.needs_model_card and ctx.model_path is None
     if needs_card:
-        model_path = str(ctx.run_dir / "model-card")
+        model_path = str(ctx.run_dir / MODEL_CARD_DIR)
     processes: list[ProcessSpec] = []
     tls = graph_pki_paths(topo.security, ctx.run_dir)
     if topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
-        processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / "etcd-data"),
+        processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / ETCD_DATA),
                                    tls))
     if topo.coordination.nats.mode is NatsMode.EMBEDDED:
         config = (str(ctx.run_dir / NATS_CONFIG) if nats_config(topo, tls) is not None
                   else None)
-        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data"),
+        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / NATS_DATA),
                                    config))
     https = topo.frontend_https
     target = TargetParams.local(topo, python=ctx.python, model_path=model_path,
