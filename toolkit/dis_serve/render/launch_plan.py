@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -203,11 +203,21 @@ def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
     )
 
 
+def model_ready_path(model_name: str) -> str:
+    """The one test of "this frontend can route the graph's model": Dynamo 1.6.1's
+    `GET /v1/models/<model>/ready` answers 200 once the model is registered and every worker
+    type it needs (prefill and decode, or aggregated) has a worker attached; 404 while the
+    frontend does not know the model (the half second after each start in which it already
+    answers requests with 404), 503 while a worker type is missing. A frontend's readiness
+    probe (the supervisor's, the scripts', Kubernetes') and a load balancer's health check
+    ask this path and nothing else, so "ready" means the same to all of them."""
+    return f"/v1/models/{quote(model_name, safe='')}/ready"
+
+
 def frontend_spec(topo: Topology, target: TargetParams,
                   client_tls: EndpointTls | None = None) -> ProcessSpec:
-    """The frontend; `client_tls` is what probing its HTTPS needs (target.frontend_tls)."""
-    # /health is what the rendered scripts wait on (wait_ready ... curl); the launcher asks
-    # more of the frontend, that /v1/models lists the model (launch/readiness.py).
+    """The frontend, ready once it can route the graph's model (`model_ready_path`);
+    `client_tls` is what probing its HTTPS needs (target.frontend_tls)."""
     probe_host = client_host(target.http_host, target.advertise_host)
     scheme = "https" if target.frontend_tls else "http"
     return ProcessSpec(
@@ -216,7 +226,8 @@ def frontend_spec(topo: Topology, target: TargetParams,
         env=dynamo_env(topo, target),
         ports={"http": target.http_port},
         readiness=Readiness(kind=ProbeKind.HTTP,
-                            url=f"{scheme}://{probe_host}:{target.http_port}/health",
+                            url=f"{scheme}://{probe_host}:{target.http_port}"
+                                f"{model_ready_path(topo.model.name)}",
                             tls=client_tls),
     )
 
