@@ -87,6 +87,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     binaries = find_binaries(topo)
     context = RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
+        haproxy_bin=binaries.haproxy,
         nats_bin=binaries.nats, model_path=local_model_dir(topo))
     plan = render_launch_plan(topo, context)
     check_memory(plan, topo)

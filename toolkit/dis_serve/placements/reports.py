@@ -34,6 +34,10 @@ class ObservedProcess(BaseModel):
     ready: bool = False
     joining: bool = Field(default=False, description="Started by a change of the running "
                                                      "graph; not routed to yet.")
+    why: str | None = Field(
+        default=None, exclude_if=lambda why: why is None,
+        description="Why it is not serving, when its node says (the node is lost: its agent "
+                    "silent or dead, Slurm took the node out of the job).")
 
 
 class StatusVerdict(IntEnum):
