@@ -6,6 +6,7 @@ import functools
 import os
 import sys
 import time
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,3 +213,29 @@ def validate_custom_resource(document: dict) -> None:
 
     version = document["apiVersion"].rsplit("/", 1)[-1]
     jsonschema.Draft7Validator(crd_schema(document["kind"], version)).validate(document)
+
+
+# `dynamo.trtllm`'s parser imports TensorRT-LLM only to read four defaults off `BuildConfig`;
+# TensorRT-LLM needs CUDA and cannot be installed here, so a stand-in module provides exactly
+# those four defaults and nothing else, and the real `dynamo.trtllm.args.parse_args`
+# (argparse groups, validation, endpoint derivation) runs.
+@pytest.fixture
+def trtllm_parse_args(monkeypatch):
+    build_config_defaults = {"max_batch_size": 2048, "max_num_tokens": 8192,
+                             "max_seq_len": None, "max_beam_width": 1}
+
+    class BuildConfig:
+        model_fields = {k: types.SimpleNamespace(default=v)
+                        for k, v in build_config_defaults.items()}
+
+    package = types.ModuleType("tensorrt_llm")
+    llmapi = types.ModuleType("tensorrt_llm.llmapi")
+    llmapi.BuildConfig = BuildConfig
+    package.llmapi = llmapi
+    monkeypatch.setitem(sys.modules, "tensorrt_llm", package)
+    monkeypatch.setitem(sys.modules, "tensorrt_llm.llmapi", llmapi)
+    for name in [m for m in sys.modules if m.startswith("dynamo.trtllm")]:
+        monkeypatch.delitem(sys.modules, name)
+    from dynamo.trtllm.args import parse_args
+
+    return parse_args

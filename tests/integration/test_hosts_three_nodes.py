@@ -29,15 +29,18 @@ import yaml
 
 from chat_load import stream_chat
 from conftest import GRAPHS, wait_until
+from dis_serve.engines import engine_for
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
 from dis_serve.launch.node_data import coordination_data_dir, lock_file
 from dis_serve.placements.hosts.scripts import render_hosts_files
-from dis_serve.topology import Topology
+from dis_serve.topology import Backend, Topology
 from netns_cluster import NetnsCluster
 from relocate import relocate
 
 pytestmark = pytest.mark.integration
+# The program a mocker worker runs as (its engine's module).
+MOCKER_MODULE = engine_for(Backend.MOCKER).module
 BASE = 18750
 NODES = ("n1", "n2", "n3")
 
@@ -75,7 +78,7 @@ def _graph_processes(cluster: NetnsCluster, node: str, run_dir: Path) -> list[st
 def _mocker_pid(cluster: NetnsCluster, node: str) -> int:
     for pid in cluster.processes_in(node):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if "dynamo.mocker" in psutil.Process(pid).cmdline():
+            if MOCKER_MODULE in psutil.Process(pid).cmdline():
                 return pid
     raise AssertionError(f"no mocker in {node}")
 
@@ -105,7 +108,7 @@ def test_three_node_scripts_each_in_its_namespace_serve_and_stop_cleanly(netns_c
                                             "messages": [{"role": "user", "content": "w3 w4 w5"}]})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
         for node in ("n2", "n3"):
-            assert any("dynamo.mocker" in line
+            assert any(MOCKER_MODULE in line
                        for line in _graph_processes(netns_cluster, node, run_dir))
 
         # n3's agent restarts its worker; the other nodes never notice.

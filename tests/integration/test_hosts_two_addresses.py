@@ -18,13 +18,16 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, wait_until
+from dis_serve.engines import engine_for
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
 from dis_serve.placements.hosts.scripts import render_hosts_files
-from dis_serve.topology import Topology
+from dis_serve.topology import Backend, Topology
 from relocate import relocate
 
 pytestmark = pytest.mark.integration
+# The program a mocker worker runs as (its engine's module).
+MOCKER_MODULE = engine_for(Backend.MOCKER).module
 BASE = 18500
 TOKEN_ENV = "IT_HOSTS_NATS_TOKEN"
 TOKEN = "it-hosts-token-5f3a9c"
@@ -96,9 +99,9 @@ def test_head_and_worker_scripts_on_two_addresses_serve_and_stop_cleanly(tmp_pat
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
 
         listening = _listening(_tree(head) | _tree(workers))
-        head_side = {ip for name, ips in listening.items() if "dynamo.mocker" not in name
+        head_side = {ip for name, ips in listening.items() if MOCKER_MODULE not in name
                      for ip in ips}
-        worker_side = {ip for name, ips in listening.items() if "dynamo.mocker" in name
+        worker_side = {ip for name, ips in listening.items() if MOCKER_MODULE in name
                        for ip in ips}
         assert head_side == {"127.0.0.2"}, listening
         assert worker_side == {"127.0.0.3"}, listening

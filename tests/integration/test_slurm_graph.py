@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -17,9 +19,9 @@ import yaml
 
 from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
-from dis_serve.placements.slurm.queue import read_job
+from dis_serve.placements.slurm.queue import SlurmJob, read_job
 from relocate import relocate
-from slurm_cluster import SlurmCluster, unavailable_reason
+from slurm_cluster import SlurmCluster, SlurmNode, short_hostname, slurm_conf, unavailable_reason
 
 pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
@@ -121,3 +123,33 @@ def test_a_second_up_of_a_running_slurm_graph_is_refused(slurm, tmp_path):
         assert "already running as Slurm job" in second.stderr
     finally:
         assert _cli(slurm, home, "down", "it-slurm2").returncode == 0
+
+
+def test_fault_on_a_slurm_graph_whose_cluster_is_gone_says_not_running_in_one_line(tmp_path):
+    """The graph's job record is there, the cluster's controller is not (nothing listens
+    at its port): `fault` asks squeue, not srun, and says so in one line."""
+    if shutil.which("squeue") is None:
+        pytest.skip("Slurm's client commands are not installed")
+    root = tmp_path / "gone-cluster"
+    root.mkdir()
+    conf = root / "slurm.conf"
+    # squeue retries an unreachable controller for MessageTimeout (10 s by default).
+    conf.write_text(slurm_conf(root, controller_address="127.0.0.1",
+                               nodes=[SlurmNode(short_hostname(), "127.0.0.1")],
+                               ctld_port=BASE + 98, slurmd_port=BASE + 99, bind_any=False)
+                    + "MessageTimeout=1\n")
+    home = tmp_path / "home"
+    run = RunDir.for_graph("it-slurm-gone", home)
+    run.prepare()
+    job = SlurmJob(name=run.name, job_id="4242", run_dir=str(run.path), model_name="demo-model",
+                   submitted_at=time.time(), processes=["etcd", "nats", "frontend"])
+    run.slurm_job_file.write_text(job.model_dump_json())
+
+    fault = subprocess.run([DIS_SERVE, "fault", run.name, "--process", "frontend"],
+                           capture_output=True, text=True, timeout=60, check=False,
+                           env=os.environ | {"DIS_SERVE_HOME": str(home),
+                                             "SLURM_CONF": str(conf)})
+    assert fault.returncode == 1, fault
+    lines = [line for line in fault.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "srun" not in fault.stderr, fault.stderr
+    assert "it-slurm-gone is not running: Slurm job 4242 is not in the queue" in lines[0]

@@ -27,12 +27,16 @@ import pytest
 import yaml
 
 from conftest import GRAPHS, wait_until
+from dis_serve.engines import engine_for
 from dis_serve.launch.rundir import RunDir
 from dis_serve.placements.slurm.queue import read_job
+from dis_serve.topology import Backend
 from netns_cluster import NetnsCluster
 from relocate import relocate
 
 pytestmark = pytest.mark.integration
+# The program a mocker worker runs as (its engine's module).
+MOCKER_MODULE = engine_for(Backend.MOCKER).module
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 BASE = 18700
 HEAD = "198.18.0.11"
@@ -69,7 +73,7 @@ def _graph_processes(cluster: NetnsCluster, node: str, run_dir: Path) -> list[st
 
 
 def _listening(cluster: NetnsCluster, node: str) -> dict[str, set[str]]:
-    """Program (etcd, nats-server, dynamo.frontend, dynamo.mocker) -> addresses it listens on
+    """Program (etcd, nats-server, dynamo.frontend, the mocker) -> addresses it listens on
     inside the node's namespace; Slurm's own (slurmd, srun's I/O ports) left out."""
     out = cluster.run_in(node, "ss", "-H", "-ltnp").stdout
     found: dict[str, set[str]] = {}
@@ -81,7 +85,8 @@ def _listening(cluster: NetnsCluster, node: str) -> dict[str, set[str]]:
         if proc.name() in ("slurmd", "slurmstepd", "srun"):
             continue
         cmdline = proc.cmdline()
-        name = next((w for w in cmdline if w.startswith("dynamo.")), Path(cmdline[0]).name)
+        name = next((w for w in cmdline if w.startswith("dynamo.") or w == MOCKER_MODULE),
+                    Path(cmdline[0]).name)
         found.setdefault(name, set()).add(address)
     return found
 
@@ -105,7 +110,7 @@ def _node_state(run: RunDir, node: str) -> dict:
 def _worker_pid(cluster: NetnsCluster, node: str) -> int:
     for pid in cluster.processes_in(node):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if "dynamo.mocker" in psutil.Process(pid).cmdline():
+            if MOCKER_MODULE in psutil.Process(pid).cmdline():
                 return pid
     raise AssertionError(f"no mocker in {node}")
 
@@ -146,9 +151,9 @@ def _serves_at_the_head_with_every_process_on_its_node(cluster, home, run, endpo
     assert "router: prefill 1/1, decode 2/2" in status.stdout, status.stdout
     assert _listening(cluster, "n1") == {
         "etcd": {HEAD}, "nats-server": {HEAD}, "dynamo.frontend": {HEAD},
-        "dynamo.mocker": {HEAD}}
-    assert _listening(cluster, "n2") == {"dynamo.mocker": {"198.18.0.12"}}
-    assert _listening(cluster, "n3") == {"dynamo.mocker": {"198.18.0.13"}}
+        MOCKER_MODULE: {HEAD}}
+    assert _listening(cluster, "n2") == {MOCKER_MODULE: {"198.18.0.12"}}
+    assert _listening(cluster, "n3") == {MOCKER_MODULE: {"198.18.0.13"}}
 
 
 def _killed_and_back(cluster, run: RunDir, job_id: str, endpoint: str, node: str,

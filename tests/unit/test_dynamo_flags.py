@@ -1,16 +1,14 @@
 """Every flag we generate is parsed by Dynamo 1.6.1's own parsers, deprecation warnings included.
 
-The frontend and mocker parsers run as shipped. `dynamo.trtllm`'s parser imports TensorRT-LLM
-only to read four defaults off `BuildConfig`; TensorRT-LLM needs CUDA and cannot be installed
-here, so a stand-in module provides exactly those four defaults and nothing else, and the
-real `dynamo.trtllm.args.parse_args` (argparse groups, validation, endpoint derivation) runs.
+The frontend and mocker parsers run as shipped; `dynamo.trtllm`'s runs with the stand-in for
+TensorRT-LLM's four `BuildConfig` defaults that the `trtllm_parse_args` fixture
+(tests/conftest.py) gives it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import types
 import warnings
 
 import pytest
@@ -58,28 +56,6 @@ def _cluster_head(topo: Topology) -> TargetParams:
 # Every target's own parameters go through the same parsers.
 TARGETS = {"local": _local, "k8s": k8s_target, "cluster-node": _cluster_node,
            "cluster-head": _cluster_head}
-
-
-@pytest.fixture
-def trtllm_parse_args(monkeypatch):
-    build_config_defaults = {"max_batch_size": 2048, "max_num_tokens": 8192,
-                             "max_seq_len": None, "max_beam_width": 1}
-
-    class BuildConfig:
-        model_fields = {k: types.SimpleNamespace(default=v)
-                        for k, v in build_config_defaults.items()}
-
-    package = types.ModuleType("tensorrt_llm")
-    llmapi = types.ModuleType("tensorrt_llm.llmapi")
-    llmapi.BuildConfig = BuildConfig
-    package.llmapi = llmapi
-    monkeypatch.setitem(sys.modules, "tensorrt_llm", package)
-    monkeypatch.setitem(sys.modules, "tensorrt_llm.llmapi", llmapi)
-    for name in [m for m in sys.modules if m.startswith("dynamo.trtllm")]:
-        monkeypatch.delitem(sys.modules, name)
-    from dynamo.trtllm.args import parse_args
-
-    return parse_args
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -69,7 +69,8 @@ def test_off_loopback_the_frontend_serves_https_with_the_graphs_server_certifica
     assert config.tls_client_ca_cert_path is None
     assert plan.endpoint == "https://127.0.0.1:8000"
     assert plan.endpoint_tls == EndpointTls(ca_cert=f"{RUN}/tls/ca.pem")
-    assert plan.process("frontend").readiness.url == "https://127.0.0.1:8000/health"
+    assert plan.process("frontend").readiness.url == \
+        "https://127.0.0.1:8000/v1/models/demo-model/ready"
 
 
 def test_a_loopback_frontend_serves_https_when_the_topology_asks():
@@ -110,7 +111,8 @@ def test_the_hand_run_script_waits_on_the_https_frontend_with_the_ca_and_client_
     script = render_shell_script(_plan(_topo(frontend=True, frontend_client_certs=True)),
                                  ready_timeout_s=120)
     assert (f"curl -fsS -o /dev/null --cacert {RUN}/tls/ca.pem --cert {RUN}/tls/client.pem "
-            f"--key {RUN}/tls/client-key.pem https://127.0.0.1:8000/health") in script
+            f"--key {RUN}/tls/client-key.pem "
+            "https://127.0.0.1:8000/v1/models/demo-model/ready") in script
 
 
 def test_the_server_certificate_names_the_address_the_frontend_binds():

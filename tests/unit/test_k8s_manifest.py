@@ -251,8 +251,9 @@ def test_the_frontend_is_probed_on_its_http_port_over_https():
     container = _main(_components(docs)["frontend"])
     assert container["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http",
                                                      "scheme": "HTTPS"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": "http",
-                                                      "scheme": "HTTPS"}
+    # Ready (in its Service) only once it can route the model, not when it first answers.
+    assert container["readinessProbe"]["httpGet"] == {
+        "path": "/v1/models/llama-3.1-70b/ready", "port": "http", "scheme": "HTTPS"}
 
 
 def test_engine_configs_ship_as_a_config_map_the_workers_mount():

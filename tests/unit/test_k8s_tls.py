@@ -148,7 +148,8 @@ def test_with_client_certificates_the_frontend_asks_for_them_and_probes_itself_w
     # kubelet's HTTPS probe cannot present a certificate: the check runs in the pod.
     command = frontend["readinessProbe"]["exec"]["command"]
     assert command[:2] == ["python3", "-c"]
-    assert "/etc/dis-serve/tls/client/tls.crt" in command[2] and "/health" in command[2]
+    assert "/etc/dis-serve/tls/client/tls.crt" in command[2]
+    assert "/v1/models/llama-3.1-70b/ready" in command[2]
     compile(command[2], "probe", "exec")
 
 

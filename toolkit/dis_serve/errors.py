@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+
+# What a write fails with when its file system is full (or the user's quota is).
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space(exc: BaseException) -> bool:
+    """`exc` is a write that failed for want of disk space."""
+    return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
+
 
 class DisServeError(Exception):
     """Base for every error a user can act on. `exit_code` is what the CLI exits with."""

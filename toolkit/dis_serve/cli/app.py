@@ -122,7 +122,7 @@ def _long_lived_heap() -> Iterator[None]:
 
 def _run(debug: bool) -> int:
     """The command's exit status; errors are printed here, once."""
-    from ..errors import DisServeError
+    from ..errors import DisServeError, no_space
 
     try:
         with _long_lived_heap():
@@ -135,6 +135,18 @@ def _run(debug: bool) -> int:
 
         _err_console().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return exc.exit_code
+    except OSError as exc:
+        if debug or not no_space(exc):
+            raise
+        # A full disk can stop any command at any write: one line naming where, not a
+        # traceback (what it left says so itself: `status` reads what was recorded).
+        from rich.markup import escape
+
+        where = f" writing {exc.filename}" if exc.filename else ""
+        line = f"no space left on the device{where} ({exc.strerror}); free space there and " \
+               "run it again"
+        _err_console().print(f"[bold red]error:[/] {escape(line)}", highlight=False)
+        return 1
     except Exception as exc:
         # Usage errors (an unknown option, a missing argument) come from click or from the
         # copy of click Typer 0.29 vendors; both know their message and exit code. Shown as

@@ -7,11 +7,14 @@ Signals (read from Dynamo 1.6.1's behaviour):
 - a worker: its system port's `GET /health` answers 200 with `"status": "ready"`. Dynamo
   1.6.1 reports "notready" forever unless `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS` names the
   endpoints whose registration makes it ready; the launch plan sets it for every worker.
-- the frontend: `GET /v1/models` lists the served model (over HTTPS with the graph's CA
-  when it serves HTTPS: the plan's `endpoint_tls`).
-- the router: `GET /v1/models/<model>/ready` counts, per worker type (prefill, decode), the
-  workers the frontend's model manager has attached to the model in our namespace; that is
-  what requests are routed across.
+- the frontend: it can route the graph's model, `GET /v1/models/<model>/ready` answers 200
+  (render/launch_plan.model_ready_path says what that means; over HTTPS with the graph's CA
+  when it serves HTTPS: the plan's `endpoint_tls`). Its `/health` and `/v1/models` are no
+  such test: a frontend just (re)started answers /health with 200 and chat requests with 404
+  for about half a second before it has discovered the model.
+- the router: the same `GET /v1/models/<model>/ready` counts, per worker type (prefill,
+  decode), the workers the frontend's model manager has attached to the model in our
+  namespace; that is what requests are routed across.
 """
 
 from __future__ import annotations
@@ -19,9 +22,8 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
-from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec, model_ready_path
 from ..security.http_client import direct_client
 from ..topology import ProcessKind
 
@@ -114,10 +116,7 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
         return Probe(answered=accepts, ready=accepts)
     assert probe.url is not None
     if spec.kind is ProcessKind.FRONTEND:
-        # Listing the model implies a healthy server; one request per poll, not two, matters
-        # on a small machine while three Python processes start.
-        code, body = _get_json(client, f"{plan.endpoint}/v1/models")
-        return Probe(answered=code != 0, ready=plan.model_name in _model_ids(code, body))
+        return frontend_can_route(client, probe.url)
     code, body = _get_json(client, probe.url)
     if code != 200:
         return Probe(answered=code != 0, ready=False)
@@ -127,10 +126,12 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
     return Probe(answered=True, ready=True)
 
 
-def _model_ids(code: int, body: object) -> list[str]:
-    if code != 200 or not isinstance(body, dict):
-        return []
-    return [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+def frontend_can_route(client: httpx.Client, url: str) -> Probe:
+    """A frontend's readiness: its model-ready URL (a plan's frontend `readiness.url`,
+    render/launch_plan.model_ready_path) answers 200. Any answer at all (404 before the model
+    is discovered, 503 while a worker type is missing) says the frontend is alive."""
+    code, _body = _get_json(client, url)
+    return Probe(answered=code != 0, ready=code == 200)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def expected_workers(plan: LaunchPlan, workers: list[ProcessSpec] | None = None)
 def router_view(client: httpx.Client, plan: LaunchPlan,
                 workers: list[ProcessSpec] | None = None) -> RouterView:
     expected = expected_workers(plan, workers)
-    url = f"{plan.endpoint}/v1/models/{quote(plan.model_name, safe='')}/ready"
+    url = f"{plan.endpoint}{model_ready_path(plan.model_name)}"
     _code, body = _get_json(client, url)  # 503 while a worker type is missing: still read it
     seen: dict[str, int] = {}
     if isinstance(body, dict):

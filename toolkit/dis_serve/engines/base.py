@@ -84,7 +84,7 @@ class Engine:
 
     backend: Backend  # the topology's `backend` value
     title: str  # its name in messages
-    module: str  # the Python module a worker runs as
+    module: str  # the Python module a worker runs as where dis-serve starts it
     image: str  # the container image its workers run in
     k8s_component_prefix: str  # how Dynamo's DGD examples begin its components' names
     # The flags of a worker of a pool role, where it runs.
@@ -121,6 +121,13 @@ class Engine:
     # The topology sections of a graph of this engine that imitates a planned one (the
     # planner's mock graph); None: it imitates nothing.
     twin_settings: Callable[[TwinTiming], dict[str, Any]] | None = None
+
+    # The module a worker runs as in `image`, which has no dis-serve (None: `module`).
+    image_module: str | None = None
+
+    @property
+    def module_in_image(self) -> str:
+        return self.image_module or self.module
 
     @property
     def uses_engine_config(self) -> bool:

@@ -70,7 +70,10 @@ def twin_settings(timing: TwinTiming) -> dict[str, Any]:
 MOCKER = Engine(
     backend=Backend.MOCKER,
     title="mocker",
-    module="dynamo.mocker",
+    # Dynamo's mocker with its token budget registered (mocker_worker.py says why); the
+    # image has only Dynamo's.
+    module="dis_serve.engines.mocker_worker",
+    image_module="dynamo.mocker",
     image=IMAGE,
     k8s_component_prefix="Mocker",
     worker_args=worker_args,

@@ -44,8 +44,16 @@ from ..engines import engine_for
 from ..errors import RunError, UserInputError
 from ..files.atomic_file import write_atomic
 from ..render.cluster_plan import DATA_DIR_VAR, ClusterPlan, NodeProcesses, resolved_launch_plan
-from ..render.launch_plan import ENGINE_CONFIG_DIR, LaunchPlan
-from ..render.run_layout import CLUSTER_PLAN_FILE, ENDPOINT_FILE, STOP_REQUEST_FILE
+from ..render.launch_plan import LaunchPlan
+from ..render.run_layout import (
+    CLUSTER_PLAN_FILE,
+    ENDPOINT_FILE,
+    ENGINE_CONFIG_DIR,
+    STOP_REQUEST_FILE,
+    agent_log_name,
+    node_plan_file,
+    node_state_file,
+)
 from ..render.shell_words import runtime_names
 from ..topology import ProcessKind, Topology
 from .agent_contact import keep_in_touch
@@ -74,15 +82,15 @@ class NodeRunDir(RunDir):
 
     @property
     def plan_file(self) -> Path:
-        return self.path / f"plan-{self.node}.json"
+        return self.path / node_plan_file(self.node)
 
     @property
     def state_file(self) -> Path:
-        return self.path / f"state-{self.node}.json"
+        return self.path / node_state_file(self.node)
 
     @property
     def supervisor_log(self) -> Path:
-        return self.logs / f"agent-{self.node}.log"
+        return self.log_file(agent_log_name(self.node))
 
 
 def runtime_values(plan: ClusterPlan, node: str, run_dir: Path,

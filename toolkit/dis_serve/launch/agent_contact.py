@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files.atomic_file import write_atomic
-from ..render.run_layout import FAULT_PREFIX, STOP_REQUEST_FILE
+from ..render.run_layout import FAULT_PREFIX, STOP_REQUEST_FILE, heartbeat_file_name
 from .process import create_time, same_process
 
 HEARTBEAT_S = 1.0
@@ -39,7 +39,7 @@ HEARTBEAT_STALE_S = 6.0
 
 
 def heartbeat_file(run_dir: Path, node: str) -> Path:
-    return run_dir / f"heartbeat-{node}.json"
+    return run_dir / heartbeat_file_name(node)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from ..errors import UserInputError
 from ..files.atomic_file import write_atomic
 from ..files.private_path import PRIVATE_FILE, read_own_text
 from ..render.cluster_plan import NodeProcesses
-from ..render.launch_plan import NATS_CONFIG, nats_config
+from ..render.launch_plan import nats_config
+from ..render.run_layout import NATS_CONFIG
 from ..render.shell_words import resolve_runtime
 from ..render.tls_planes import generates_nats_token, node_pki
 from ..security.pki_files import TLS_DIR, ca_key_path, pki_paths

@@ -21,18 +21,13 @@ from ..engines import engine_for
 from ..errors import RunError
 from ..files.atomic_file import write_atomic
 from ..render.dynamo_argv import LOOPBACK
-from ..render.launch_plan import (
-    NATS_CONFIG,
-    LaunchPlan,
-    RenderContext,
-    nats_config,
-    render_launch_plan,
-)
-from ..render.run_layout import COORDINATION_DATA
+from ..render.launch_plan import LaunchPlan, RenderContext, nats_config, render_launch_plan
+from ..render.run_layout import COORDINATION_DATA, NATS_CONFIG
 from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind, Topology
 from ..topology.security import TlsMode
+from .disk_space import check_disk
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover, claim
@@ -103,6 +98,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     # the new frontend would route to. (Within one run they are kept: a restarted etcd or
     # NATS finds its data again.)
     run_dir.remove(COORDINATION_DATA)
+    check_disk(plan, topo)  # after the last run's etcd and NATS data made their room
     run_dir.archive_previous(keep_runs)
     run_dir.prepare()
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from ..errors import UserInputError
-from ..files.atomic_file import write_atomic
+from ..errors import RunError, UserInputError, no_space
+from ..files.atomic_file import overwrite_in_place, write_atomic
 from ..files.private_path import (
     PRIVATE_DIR,
     PRIVATE_FILE,
@@ -36,12 +36,14 @@ from ..render.launch_plan import LaunchPlan
 from ..render.run_layout import (
     ADDRESSES_FILE,
     CLUSTER_PLAN_FILE,
+    EARLIER_RUN_GLOBS,
     LEGACY_SLURM_JOB_FILE,
     LOGS_DIR,
     PLAN_FILE,
     PREVIOUS_DIR,
     RECORD_FILE,
     STATE_FILE,
+    SUPERVISOR_LOG,
     TOPOLOGY_FILE,
 )
 from ..topology import Topology, is_valid_name
@@ -77,6 +79,17 @@ def _trusted_runs(root: Path | None) -> Path:
     runs = root / "runs"
     check_trusted(runs, "run root")
     return runs
+
+
+class UnreadableState(RunError):
+    """A state file that is there but cannot be read (truncated, overwritten, not a graph's
+    status): reported as such, never taken for a graph with no state."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path} cannot be read ({why}); the graph's processes may still "
+                         f"run: `dis-serve down {path.parent.name}` finds them through the "
+                         "graph's lock and stops them")
 
 
 class RunDir:
@@ -120,7 +133,7 @@ class RunDir:
 
     @property
     def supervisor_log(self) -> Path:
-        return self.logs / "supervisor.log"
+        return self.logs / SUPERVISOR_LOG
 
     def log_file(self, process: str) -> Path:
         return self.logs / f"{process}.log"
@@ -143,6 +156,12 @@ class RunDir:
         return any(path.is_file() for path in (self.record_file, self.state_file,
                                                self.plan_file, self.slurm_job_file,
                                                self.cluster_plan_file))
+
+    def clear_earlier_run(self) -> None:
+        """Before a multi-node graph starts here again: remove what its last run left."""
+        if self.path.is_dir():
+            self.remove(tuple(sorted({p.name for pattern in EARLIER_RUN_GLOBS
+                                      for p in self.path.glob(pattern)})))
 
     def remove(self, names: tuple[str, ...]) -> None:
         """Delete these files or directories of the run directory (what an earlier run of the
@@ -284,14 +303,41 @@ class RunDir:
             return None
 
     def write_state(self, status: GraphStatus) -> None:
-        write_atomic(self.state_file, status.model_dump_json(indent=2), PRIVATE_FILE)
+        """Atomically; on a full disk, the last record is overwritten in its own blocks (a
+        stopped graph must not stay recorded as ready for want of room for a copy)."""
+        try:
+            write_atomic(self.state_file, status.model_dump_json(indent=2), PRIVATE_FILE)
+        except OSError as exc:
+            if not no_space(exc) or not self.state_file.is_file():
+                raise
+            overwrite_in_place(self.state_file, status.model_dump_json())
 
     def read_state(self) -> GraphStatus | None:
-        """The last recorded status, or None when there is none (or it is unreadable)."""
+        """The last recorded status, or None when there is none (or it is unreadable:
+        `load_state` tells the two apart)."""
         try:
-            return GraphStatus.model_validate_json(read_own_text(self.state_file))
-        except (OSError, ValueError, ValidationError):
+            return self.load_state()
+        except UnreadableState:
             return None
+
+    def load_state(self) -> GraphStatus | None:
+        """The last recorded status; None when none was recorded; UnreadableState when the
+        file is there but is no graph status (truncated, random bytes, unreadable)."""
+        try:
+            text = read_own_text(self.state_file)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise UnreadableState(self.state_file, exc.strerror or type(exc).__name__) from None
+        except ValueError:  # not UTF-8
+            raise UnreadableState(self.state_file, "not text: overwritten?") from None
+        try:
+            return GraphStatus.model_validate_json(text)
+        except ValidationError as exc:
+            what = "empty" if not text.strip() else (
+                "not JSON: truncated or overwritten?" if exc.errors()[0]["type"] == "json_invalid"
+                else "JSON, but not a graph's status")
+            raise UnreadableState(self.state_file, what) from None
 
     def tail(self, process: str, lines: int = 20) -> list[str]:
         """The last `lines` lines of a process's log, without terminal colour codes."""

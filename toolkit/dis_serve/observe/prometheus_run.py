@@ -20,9 +20,9 @@ from ..files.atomic_file import write_atomic
 from ..launch.process import create_time, same_process
 from ..launch.rundir import RunDir
 from ..launch.stopping import stop_processes
+from ..render.run_layout import OBSERVABILITY_DIR
 from .prometheus_config import render_observability
 
-OBSERVABILITY_DIR = "observability"
 RECORD_FILE = "prometheus.json"
 READY_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0

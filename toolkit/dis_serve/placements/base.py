@@ -161,9 +161,9 @@ class RenderedTarget:
     warnings: list[str] = field(default_factory=list)
     first_steps: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
-    # Made fresh each time they are written (a new CA and client certificate), never
-    # rendered as text: writes them under the output directory, says what it wrote.
-    write_secrets: Callable[[Path], list[str]] | None = None
+    # What is made when written, not rendered as text (a new CA, the mocker's model card),
+    # as `up` makes it: writes it under the output directory and says what it wrote.
+    write_inputs: Callable[[Path], list[str]] | None = None
 
 
 class Placement(Protocol):
@@ -185,7 +185,7 @@ class Placement(Protocol):
         ...
 
     def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
-        """Its files for `render` into `out_dir/<target>/` (pure but for `write_secrets`;
+        """Its files for `render` into `out_dir/<target>/` (pure but for `write_inputs`;
         `source` is the topology file as the next steps name it)."""
         ...
 

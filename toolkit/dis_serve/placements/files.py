@@ -1,6 +1,6 @@
 """`render`: every chosen placement's files under one output directory, what to know before
 using them and what to run next. `render_files` is pure (what the golden tests pin);
-`write_rendered` is the only writer.
+`write_rendered` writes them (with `shared_files.write_files`, as `up` does).
 
     out/topology.json, out/local/, out/k8s/, out/hosts/, out/slurm/   (registry.py's order)
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from ..topology import Topology
 from .base import RenderedTarget
 from .registry import ALL_TARGETS, chosen, target_names
-from .shared_files import TOPOLOGY_FILE, topology_json
+from .shared_files import TOPOLOGY_FILE, topology_json, write_files
 
 # `render --target` choices: one per placement, from the registry, and `all`.
 Target = StrEnum("Target", {name.upper(): name for name in [*target_names(), ALL_TARGETS]})
@@ -55,21 +55,9 @@ def write_rendered(topo: Topology, target: str, out_dir: Path,
         files |= part.files | part.observability
     written = [str(path) for path in write_files(files, out_dir)]
     for part in parts:
-        if part.write_secrets is not None:
-            written += part.write_secrets(out_dir)
+        if part.write_inputs is not None:
+            written += part.write_inputs(out_dir)
     return RenderOutcome(written=written,
                          warnings=[w for part in parts for w in part.warnings],
                          first_steps=[s for part in parts for s in part.first_steps],
                          next_steps=[s for part in parts for s in part.next_steps])
-
-
-def write_files(files: dict[str, str], out_dir: Path) -> list[Path]:
-    written = []
-    for relative, text in sorted(files.items()):
-        path = out_dir / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        # The owner's alone (the scripts hold paths, the topology its settings): 0700 / 0600.
-        path.chmod(0o700 if path.suffix in (".sh", ".sbatch") else 0o600)
-        written.append(path)
-    return written

@@ -32,7 +32,9 @@ def find_run(name: str | None, root: Path | None = None, *, active_only: bool = 
     where = root or default_root()
     if name is not None:
         run = RunDir.for_graph(name, root)
-        if not run.exists() and lock_holder(run) is None:
+        # A directory without a record is a graph whose `up` stopped before it started
+        # anything (its handle says so), not an unknown name.
+        if not run.exists() and lock_holder(run) is None and not run.path.is_dir():
             known = ", ".join(r.name for r in list_runs(root)) or "none"
             raise UserInputError(f"no graph named {name!r} under {where} (graphs: {known})",
                                  fix="pass one of those names, or run from the directory "

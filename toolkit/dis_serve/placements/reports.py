@@ -1,5 +1,5 @@
 """What a graph handle reports (frozen observations) and takes (start options): shared by
-every placement's handle (handle.py) and by whoever prints them."""
+every placement's handle (base.GraphHandle) and by whoever prints them."""
 
 from __future__ import annotations
 

@@ -16,18 +16,10 @@ from ..engines import engine_for
 from ..security.pki_files import EndpointTls, PkiPaths
 from ..topology import EtcdMode, NatsMode, Topology
 from .dynamo_argv import TargetParams
-from .engine_config import ENGINE_CONFIG_DIR
-from .launch_plan import (
-    NATS_CONFIG,
-    LaunchPlan,
-    ProcessSpec,
-    etcd_spec,
-    nats_config,
-    nats_spec,
-    worker_spec,
-)
+from .launch_plan import LaunchPlan, ProcessSpec, etcd_spec, nats_config, nats_spec, worker_spec
 from .launch_plan import frontend_spec as _frontend_spec
 from .node_layout import NodeLayout, node_layout, worker_slots
+from .run_layout import ENGINE_CONFIG_DIR, MODEL_CARD_DIR, NATS_CONFIG
 from .shell_words import runtime
 from .tls_planes import (
     dynamo_tls_env,
@@ -114,7 +106,7 @@ def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
     if topo.model.path is not None:  # the checkpoint on shared storage (NVIDIA's way)
         return topo.model.path, False
     if engine_for(topo.backend).needs_model_card:
-        return f"{ctx.run_dir}/model-card", True
+        return f"{ctx.run_dir}/{MODEL_CARD_DIR}", True
     return topo.model.id, False
 
 

@@ -15,8 +15,8 @@ import yaml
 
 from ..engines import engine_for
 from ..topology import PoolRole, Topology
+from .run_layout import ENGINE_CONFIG_DIR
 
-ENGINE_CONFIG_DIR = "engine-configs"
 """The folder of a run directory (or of a rendered target) that holds the engine configs."""
 
 

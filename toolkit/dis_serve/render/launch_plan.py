@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,8 +23,9 @@ from ..topology import (
     Topology,
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
-from .engine_config import ENGINE_CONFIG_DIR, engine_config_path
+from .engine_config import engine_config_path
 from .node_layout import WorkerSlot, worker_slots
+from .run_layout import ENGINE_CONFIG_DIR, ETCD_DATA, MODEL_CARD_DIR, NATS_CONFIG, NATS_DATA
 from .tls_planes import (
     endpoint_tls,
     etcd_tls_args,
@@ -38,7 +39,6 @@ from .tls_planes import (
 # from, and the server config that takes it from the server's environment. The token itself
 # is never in a plan, a rendered file or an argv.
 NATS_TOKEN_ENV = "NATS_AUTH_TOKEN"  # noqa: S105 (a variable name, not a secret)
-NATS_CONFIG = "nats.conf"
 
 
 def nats_token_config() -> str:
@@ -189,11 +189,21 @@ def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
     )
 
 
+def model_ready_path(model_name: str) -> str:
+    """The one test of "this frontend can route the graph's model": Dynamo 1.6.1's
+    `GET /v1/models/<model>/ready` answers 200 once the model is registered and every worker
+    type it needs (prefill and decode, or aggregated) has a worker attached; 404 while the
+    frontend does not know the model (the half second after each start in which it already
+    answers requests with 404), 503 while a worker type is missing. A frontend's readiness
+    probe (the supervisor's, the scripts', Kubernetes') and a load balancer's health check
+    ask this path and nothing else, so "ready" means the same to all of them."""
+    return f"/v1/models/{quote(model_name, safe='')}/ready"
+
+
 def frontend_spec(topo: Topology, target: TargetParams,
                   client_tls: EndpointTls | None = None) -> ProcessSpec:
-    """The frontend; `client_tls` is what probing its HTTPS needs (target.frontend_tls)."""
-    # /health is what the rendered scripts wait on (wait_ready ... curl); the launcher asks
-    # more of the frontend, that /v1/models lists the model (launch/readiness.py).
+    """The frontend, ready once it can route the graph's model (`model_ready_path`);
+    `client_tls` is what probing its HTTPS needs (target.frontend_tls)."""
     probe_host = client_host(target.http_host, target.advertise_host)
     scheme = "https" if target.frontend_tls else "http"
     return ProcessSpec(
@@ -202,7 +212,8 @@ def frontend_spec(topo: Topology, target: TargetParams,
         env=dynamo_env(topo, target),
         ports={"http": target.http_port},
         readiness=Readiness(kind=ProbeKind.HTTP,
-                            url=f"{scheme}://{probe_host}:{target.http_port}/health",
+                            url=f"{scheme}://{probe_host}:{target.http_port}"
+                                f"{model_ready_path(topo.model.name)}",
                             tls=client_tls),
     )
 
@@ -239,16 +250,16 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     engine = engine_for(topo.backend)
     needs_card = engine.needs_model_card and ctx.model_path is None
     if needs_card:
-        model_path = str(ctx.run_dir / "model-card")
+        model_path = str(ctx.run_dir / MODEL_CARD_DIR)
     processes: list[ProcessSpec] = []
     tls = graph_pki_paths(topo.security, ctx.run_dir)
     if topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
-        processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / "etcd-data"),
+        processes.append(etcd_spec(topo, ctx.etcd_bin, LOOPBACK, str(ctx.run_dir / ETCD_DATA),
                                    tls))
     if topo.coordination.nats.mode is NatsMode.EMBEDDED:
         config = (str(ctx.run_dir / NATS_CONFIG) if nats_config(topo, tls) is not None
                   else None)
-        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / "nats-data"),
+        processes.append(nats_spec(topo, ctx.nats_bin, LOOPBACK, str(ctx.run_dir / NATS_DATA),
                                    config))
     https = topo.frontend_https
     target = TargetParams.local(topo, python=ctx.python, model_path=model_path,

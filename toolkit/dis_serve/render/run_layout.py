@@ -25,6 +25,8 @@ Names only (no I/O); `launch/rundir.RunDir` is the directory's reader and writer
 
 from __future__ import annotations
 
+from ..security.pki_files import TLS_DIR
+
 RECORD_FILE = "run.json"
 TOPOLOGY_FILE = "topology.json"
 PLAN_FILE = "plan.json"
@@ -40,12 +42,22 @@ STARTED_FILE = "job-started"
 # stops its node in order (launch/agent_contact.py).
 STOP_REQUEST_FILE = "stop-request"
 LOGS_DIR = "logs"
+SUPERVISOR_LOG = "supervisor.log"
+MODEL_CARD_DIR = "model-card"
+ENGINE_CONFIG_DIR = "engine-configs"
+NATS_CONFIG = "nats.conf"
+OBSERVABILITY_DIR = "observability"
 PREVIOUS_DIR = "previous"
 # A local graph's etcd and NATS data (a multi-node graph's are on the head node's own disk).
-COORDINATION_DATA = ("etcd-data", "nats-data")
+ETCD_DATA, NATS_DATA = COORDINATION_DATA = ("etcd-data", "nats-data")
 FAULT_PREFIX = "fault-"
 # What the node agents write beside each other, per node.
 AGENT_FILE_GLOBS = ("state-*.json", "heartbeat-*.json", "plan-*.json")
+# What an earlier run of a multi-node graph left in its directory; the next must not be
+# judged by it (its agents' views and plans, its endpoint, a stop request, its CA).
+EARLIER_RUN_GLOBS = (*COORDINATION_DATA, LOGS_DIR, ENDPOINT_FILE, ADDRESSES_FILE, STARTED_FILE,
+                     STOP_REQUEST_FILE, STATE_FILE, TLS_DIR, *AGENT_FILE_GLOBS,
+                     f"{FAULT_PREFIX}*")
 # Before run.json, a Slurm graph's record of its job (read in earlier versions' run
 # directories only).
 LEGACY_SLURM_JOB_FILE = "slurm-job.json"
@@ -61,3 +73,8 @@ def node_plan_file(node: str) -> str:
 
 def heartbeat_file_name(node: str) -> str:
     return f"heartbeat-{node}.json"
+
+
+def agent_log_name(node: str) -> str:
+    """`logs` name of node `node`'s agent (logs/agent-<node>.log)."""
+    return f"agent-{node}"

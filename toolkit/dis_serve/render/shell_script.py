@@ -6,6 +6,7 @@ process it started (reverse order) when it exits or is interrupted.
 
 from __future__ import annotations
 
+from ..topology import ProcessKind
 from .launch_plan import LaunchPlan, ProcessSpec
 from .shell_words import (
     command_words,
@@ -19,13 +20,29 @@ from .shell_words import (
     word,
 )
 
+FRONTEND_PID_LINE = "FRONTEND_PID=$!"
+
 
 def _start_lines(spec: ProcessSpec) -> list[str]:
+    """Start the process and wait for it; the frontend is waited for last (`_serving_lines`):
+    it is ready once it can route the model, which takes the workers started after it."""
     return [
         f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})" if spec.gpus else ""),
         f"{command_words(spec)} >\"$LOGS/{spec.name}.log\" 2>&1 &",
         pid_line(spec),  # first, so a failed wait stops it too; `$!` is still its pid
-        wait_line(spec),
+        FRONTEND_PID_LINE if spec.kind is ProcessKind.FRONTEND else wait_line(spec),
+    ]
+
+
+def _serving_lines(plan: LaunchPlan) -> list[str]:
+    frontend = next(p for p in plan.processes if p.kind is ProcessKind.FRONTEND)
+    return [
+        "",
+        "# Serving once the frontend can route the model (every worker type attached)",
+        wait_line(frontend, pid='"$FRONTEND_PID"'),
+        echo_line(f"serving {plan.model_name} at {plan.endpoint}/v1 (Ctrl-C stops)"),
+        "wait -n",
+        "",
     ]
 
 
@@ -69,10 +86,4 @@ def render_shell_script(plan: LaunchPlan, *, ready_timeout_s: float) -> str:
             if spec.node == node:
                 lines.append("")
                 lines.extend(_start_lines(spec))
-    lines += [
-        "",
-        echo_line(f"serving {plan.model_name} at {plan.endpoint}/v1 (Ctrl-C stops)"),
-        "wait -n",
-        "",
-    ]
-    return "\n".join(lines)
+    return "\n".join(lines + _serving_lines(plan))

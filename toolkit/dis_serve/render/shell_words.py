@@ -151,10 +151,10 @@ def probe_check(spec: ProcessSpec, default_host: str = "127.0.0.1") -> str:
     return tcp_check(probe.host or default_host, probe.port)
 
 
-def wait_line(spec: ProcessSpec, check: str | None = None) -> str:
-    """`wait_ready` for the process just started in the background (`$!`), on its own probe
-    unless `check` is given."""
-    return f"wait_ready {word(spec.name)} \"$!\" {word(check or probe_check(spec))}"
+def wait_line(spec: ProcessSpec, check: str | None = None, pid: str = '"$!"') -> str:
+    """`wait_ready` for the process just started in the background (`$!`, or the shell
+    word `pid`), on its own probe unless `check` is given."""
+    return f"wait_ready {word(spec.name)} {pid} {word(check or probe_check(spec))}"
 
 
 def pid_line(spec: ProcessSpec) -> str:

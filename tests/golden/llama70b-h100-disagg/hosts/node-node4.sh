@@ -7,6 +7,9 @@ RUN_DIR="${DIS_SERVE_RUN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 : "${HEAD_ADDRESS:?set HEAD_ADDRESS to the cluster address of the head node}"
 : "${NODE_ADDRESS:?set NODE_ADDRESS to the cluster address of the node this script runs on}"
 export HEAD_ADDRESS NODE_ADDRESS
+# dis-serve on this node: python3 on the PATH runs the agent; it must import the dis-serve 0.1.0 that rendered this script.
+DIS_SERVE_FOUND="$(python3 -c 'import dis_serve; print(dis_serve.__version__)' 2>/dev/null || true)"; DIS_SERVE_FOUND="${DIS_SERVE_FOUND:-none}"
+[ "$DIS_SERVE_FOUND" = 0.1.0 ] || { echo 'node node4: python3 has no dis-serve 0.1.0 (found: '"${DIS_SERVE_FOUND}"'); this script was rendered by dis-serve 0.1.0: install that version where the nodes run python3 (a virtual environment on storage every node mounts, or the nodes'"'"' own), or render it again with the one they have' >&2; exit 1; }
 
 # before the workers start
 test -f /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8/config.json && compgen -G /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8'/*.safetensors' >/dev/null || { echo 'node node4: model.path /lustre/models/nvidia/Llama-3.1-70B-Instruct-FP8 has no config.json or no *.safetensors weights; put the checkpoint on storage every node mounts' >&2; exit 1; }

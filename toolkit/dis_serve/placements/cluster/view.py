@@ -25,7 +25,13 @@ from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase, GraphStatus, ProcessState
 from ...render.cluster_plan import ClusterPlan, NodeProcesses
 from ...render.launch_plan import LaunchPlan, ProcessSpec
-from ...render.run_layout import AGENT_FILE_GLOBS, ENDPOINT_FILE
+from ...render.run_layout import (
+    AGENT_FILE_GLOBS,
+    ENDPOINT_FILE,
+    agent_log_name,
+    node_plan_file,
+    node_state_file,
+)
 from ...security.pki_files import EndpointTls
 from ...topology import PlacementKind
 from ..reports import ObservedGraph, ObservedProcess
@@ -77,7 +83,7 @@ class NodeLook:
 
 def read_node_state(run: RunDir, node: str) -> GraphStatus | None:
     try:
-        return GraphStatus.model_validate_json(read_own_text(run.path / f"state-{node}.json"))
+        return GraphStatus.model_validate_json(read_own_text(run.path / node_state_file(node)))
     except (OSError, ValueError, ValidationError):
         return None
 
@@ -92,7 +98,7 @@ def read_node_plan(run: RunDir, node: str) -> LaunchPlan | None:
     """The node's processes as its agent resolved them (`plan-<node>.json`: its own
     address in every probe and advertised host); None until it has written it."""
     try:
-        return LaunchPlan.model_validate_json(read_own_text(run.path / f"plan-{node}.json"))
+        return LaunchPlan.model_validate_json(read_own_text(run.path / node_plan_file(node)))
     except (OSError, ValueError, ValidationError):
         return None
 
@@ -235,7 +241,7 @@ def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
 def agent_log_names(run: RunDir) -> list[str]:
     """`logs` names of the node agents' own logs (agent-<node>), in node order."""
     try:
-        return [f"agent-{node.name}" for node in run.read_cluster_plan().nodes]
+        return [agent_log_name(node.name) for node in run.read_cluster_plan().nodes]
     except (OSError, ValueError):
         return []
 

@@ -20,17 +20,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...errors import PreflightError, RunError
-from ...files.atomic_file import write_atomic
 from ...launch.agent_contact import request_fault, request_stop
 from ...launch.node_data import clear_data
-from ...launch.rundir import PRIVATE_FILE, RunDir
+from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase
 from ...render.cluster_plan import ClusterPlan
-from ...render.run_layout import AGENT_FILE_GLOBS, FAULT_PREFIX, STOP_REQUEST_FILE
-from ...render.shell_words import resolve_runtime
-from ...security.pki_files import TLS_DIR
 from ...topology import PlacementKind
 from ..cluster.handle import ClusterHandle, cluster_record
+from ..cluster.rendering import write_inputs
 from ..cluster.view import agents_running, look_at_nodes, observe_cluster
 from ..reports import (
     ObservedGraph,
@@ -38,6 +35,7 @@ from ..reports import (
     StartReport,
     StopReport,
 )
+from ..shared_files import write_files
 
 if TYPE_CHECKING:
     from ...launch.faults import FaultOrder
@@ -48,35 +46,25 @@ if TYPE_CHECKING:
 POLL_S = 0.2
 STOP_TIMEOUT_S = 60.0
 REQUEST_TAKEN_S = 10.0
-# Left by an earlier run of the graph in this directory: the next must not be judged by them.
-_EPHEMERAL_GLOBS = (*AGENT_FILE_GLOBS, f"{FAULT_PREFIX}*", STOP_REQUEST_FILE, "endpoint",
-                    "logs", "etcd-data", "nats-data", TLS_DIR)
 
 
 def prepare_hosts_run(topo: Topology, run: RunDir) -> ClusterPlan:
-    """Write the complete run directory: node scripts, README, cluster plan, topology, the
-    graph's CA, client certificate and NATS token (each agent signs its own node's server
-    certificate), the mocker's model card and the engine configs. PreflightError while its
-    agents run."""
-    from ...launch.cluster_tls import write_cluster_ca
-    from ...launch.graph import write_worker_inputs
-    from .scripts import render_hosts_files
+    """Write the complete run directory, as `render` writes it (the same function): node
+    scripts, README, cluster plan, topology, engine configs, the graph's CA, client
+    certificate and NATS token (each agent signs its own node's server certificate), the
+    mocker's model card. PreflightError while its agents run."""
+    from .scripts import hosts_run_files
 
     if run.cluster_plan_file.is_file() and agents_running(
             look_at_nodes(run, run.read_cluster_plan())):
         raise PreflightError(f"graph {topo.name!r} is running on its nodes; stop it with "
                              f"`dis-serve down {topo.name}` or give this graph another name")
-    run.remove(tuple(sorted({p.name for pattern in _EPHEMERAL_GLOBS
-                             for p in run.path.glob(pattern)})) if run.path.is_dir() else ())
+    run.clear_earlier_run()
     run.prepare()
-    for name, text in render_hosts_files(topo).items():
-        path = run.path / name
-        write_atomic(path, text, 0o700 if name.endswith(".sh") else PRIVATE_FILE)
-        path.chmod(0o700 if name.endswith(".sh") else PRIVATE_FILE)
-    write_cluster_ca(topo, run.path)
-    plan = run.read_cluster_plan()
-    card = resolve_runtime(plan.model_path, {"RUN_DIR": str(run.path)})
-    write_worker_inputs(topo, run.path, card if plan.needs_model_card else None)
+    made = hosts_run_files(topo)
+    write_files(made.files, run.path)
+    write_inputs(topo, made.plan, run.path)
+    plan = made.plan
     run.write_record(cluster_record(topo, plan, PlacementKind.HOSTS, str(run.path.resolve())))
     return plan
 

@@ -26,17 +26,18 @@ class HostsPlacement:
         return rendering.rendered_by_all(topo)
 
     def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
-        from ..shared_files import engine_config_files
-        from .scripts import render_hosts_files, render_hosts_plan
+        """What `prepare` writes into a run directory (hosts_run_files, write_inputs),
+        under out_dir/hosts, and Prometheus's file discovery of the nodes beside it."""
+        from .scripts import hosts_run_files
 
-        files = {f"hosts/{name}": text for name, text in render_hosts_files(topo).items()}
+        made = hosts_run_files(topo)
+        here = out_dir / self.target
         return RenderedTarget(
-            files=files | engine_config_files(topo, self.target),
-            observability=rendering.cluster_observability(self.target,
-                                                          render_hosts_plan(topo)),
-            write_secrets=rendering.ca_writer(topo, self.target),
-            next_steps=[f"copy {out_dir / self.target} to every node and follow its "
-                        "README.md"])
+            files=rendering.under(self.target, made.files),
+            observability=rendering.cluster_observability(self.target, made.plan),
+            write_inputs=lambda out: rendering.write_inputs(topo, made.plan, out / self.target,
+                                                             model_card=False),
+            next_steps=[f"copy {here} to every node and follow its README.md"])
 
     def check_renderable(self, topo: Topology, source: str | None) -> None:
         return None

@@ -10,6 +10,7 @@ text out.
 
 from __future__ import annotations
 
+from ... import __version__
 from ...render.cluster_plan import (
     DATA_DIR_VAR,
     ClusterContext,
@@ -34,8 +35,13 @@ from ...render.shell_words import (
 from ...render.tls_planes import generates_nats_token
 from ...topology import KvInterconnect, NatsAuth, Topology
 from ...topology.security import TlsMode
+from ..cluster.install_check import version_check_lines
+from ..cluster.rendering import RunFiles
+from ..shared_files import engine_config_files
 
 RUN_DIR = runtime("RUN_DIR")
+# What runs each node's agent: the python3 on the node's PATH.
+AGENT_PYTHON = "python3"
 # Without placement.hosts the scripts take the addresses from the environment they run in.
 HEAD_ADDRESS = "HEAD_ADDRESS"
 NODE_ADDRESS = "NODE_ADDRESS"
@@ -114,6 +120,9 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         'RUN_DIR="${DIS_SERVE_RUN_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"',
         *_required_lines(required),
         *token_lines(topo.coordination.nats.auth),
+        f"# dis-serve on this node: {AGENT_PYTHON} on the PATH runs the agent; it must import "
+        f"the dis-serve {__version__} that rendered this script.",
+        *version_check_lines(AGENT_PYTHON, f"node {node.name}"),
     ]
     lines += _worker_node_checks(topo, node)
     lines += [
@@ -121,10 +130,21 @@ def render_node_script(topo: Topology, plan: ClusterPlan, node: NodeProcesses) -
         "# mocker's model card if it is missing, and stops this node's processes in order on",
         "# Ctrl-C or SIGTERM." + ("" if node.head else " It first waits for etcd and NATS on "
                                                       "the head node."),
-        f"exec python3 -m dis_serve agent --node {word(node.name)} \"$RUN_DIR\"",
+        f"exec {AGENT_PYTHON} -m dis_serve agent --node {word(node.name)} \"$RUN_DIR\"",
         "",
     ]
     return "\n".join(lines)
+
+
+def _agent_lines() -> list[str]:
+    return [f"Each script runs `{AGENT_PYTHON} -m dis_serve agent`: dis-serve {__version__} "
+            "(the version that",
+            f"rendered these files) must be installed for the {AGENT_PYTHON} on every node's "
+            "PATH; a script",
+            "stops in one line where it is not. The agents on the other nodes wait for etcd "
+            "and NATS",
+            "on the head node, so you may start every script at once; each agent restarts its",
+            "node's processes when they crash and writes its view to state-<node>.json."]
 
 
 def render_readme(topo: Topology, plan: ClusterPlan) -> str:
@@ -149,10 +169,7 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                      + (", ".join(p.name for p in node.processes) or "nothing"))
     lines += [
         "",
-        "Each script runs `python3 -m dis_serve agent`: dis-serve must be installed for the",
-        "python3 on every node's PATH. The agents on the other nodes wait for etcd and NATS on",
-        "the head node, so you may start every script at once; each agent restarts its",
-        "node's processes when they crash and writes its view to state-<node>.json.",
+        *_agent_lines(),
         f"The OpenAI endpoint is {readable(plan.endpoint)}/v1 once every worker has "
         "registered.",
         "",
@@ -202,10 +219,18 @@ def _endpoint_lines(plan: ClusterPlan) -> list[str]:
             f"    curl -s {curl_tls_words(here)}{readable(plan.endpoint)}/v1/models"]
 
 
-def render_hosts_files(topo: Topology) -> dict[str, str]:
+def hosts_run_files(topo: Topology) -> RunFiles:
+    """The run directory as text: what `render` writes and what `prepare` writes, the engine
+    configs included."""
+    plan = render_hosts_plan(topo)
+    return RunFiles(files=render_hosts_files(topo, plan) | engine_config_files(topo, ""),
+                    plan=plan)
+
+
+def render_hosts_files(topo: Topology, plan: ClusterPlan | None = None) -> dict[str, str]:
     """`node-<name>.sh` for every node, the README, the cluster plan and the topology the
     agents read, relative to the hosts directory."""
-    plan = render_hosts_plan(topo)
+    plan = plan or render_hosts_plan(topo)
     files = {f"node-{node.name}.sh": render_node_script(topo, plan, node)
              for node in plan.nodes}
     files["README.md"] = render_readme(topo, plan)

@@ -18,6 +18,7 @@ from typing import Any
 from ...engines import engine_for
 from ...render.dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from ...render.engine_config import dump_engine_config, engine_config_name, render_engine_configs
+from ...render.launch_plan import model_ready_path
 from ...topology import PoolRole, Topology
 from .certificates import render_certificates
 from .model_cache import (
@@ -97,8 +98,8 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
         "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
         "env": [*offline_env(), *planes_env(topo)],
         "ports": [{"name": "http", "containerPort": HTTP_PORT}],
-        **frontend_probes("http", lambda path: frontend_probe_action(topo, path, HTTP_PORT,
-                                                                     "http")),
+        **frontend_probes("http", model_ready_path(topo.model.name),
+                          lambda path: frontend_probe_action(topo, path, HTTP_PORT, "http")),
         "resources": frontend_resources(topo),
         "securityContext": container_security_context(topo, rdma=False),
         "volumeMounts": [cache_mount(read_only=True)],
@@ -167,7 +168,7 @@ def _worker_component(topo: Topology, role: PoolRole) -> dict[str, Any]:
     target = target_params(topo)
     engine = engine_for(topo.backend)
     pod_spec, container = _worker_pod(topo, role)
-    container["command"] = [target.python, "-m", engine.module]
+    container["command"] = [target.python, "-m", engine.module_in_image]
     container["args"] = worker_args(topo, role, target)
     return {"name": role.k8s_component_name(engine.k8s_component_prefix),
             "type": role.k8s_component_type,

@@ -45,7 +45,7 @@ class KubernetesPlacement:
         return RenderedTarget(
             files=files, warnings=apply_warnings(topo), first_steps=apply_prerequisites(topo),
             next_steps=steps,
-            write_secrets=(lambda out: write_tls_secrets(topo, out))
+            write_inputs=(lambda out: write_tls_secrets(topo, out))
             if uses_own_secrets(topo) else None)
 
     def check_renderable(self, topo: Topology, source: str | None) -> None:

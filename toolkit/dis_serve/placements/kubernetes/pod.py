@@ -176,15 +176,18 @@ def worker_probes(topo: Topology) -> dict[str, dict[str, Any]]:
     }
 
 
-def frontend_probes(port: str, action: Callable[[str], dict[str, Any]] | None = None
+def frontend_probes(port: str, ready_path: str,
+                    action: Callable[[str], dict[str, Any]] | None = None
                     ) -> dict[str, dict[str, Any]]:
-    """`action(path)` says how to ask (tls.frontend_probe_action: HTTPS, or a check in
-    the pod); plain HTTP GET on `port` without it."""
+    """`ready_path` is the frontend's readiness (launch_plan.model_ready_path); `action(path)`
+    says how to ask (tls.frontend_probe_action: HTTPS, or a check in the pod); plain HTTP GET
+    on `port` without it."""
     ask = action or (lambda path: {"httpGet": {"path": path, "port": port}})
-    # /health answers 503 until workers have registered: the frontend takes no traffic
-    # before it can serve it, and is not restarted for waiting (that is /live's job).
+    # Ready once it can route the model: a frontend just started answers /health at once but
+    # chat requests with 404 until it has discovered the model, so its Service sends it
+    # nothing before. Waiting is not a reason to restart it (that is /live's job).
     return {"livenessProbe": _probe(ask("/live"), 3, 5),
-            "readinessProbe": _probe(ask("/health"), 3, 5)}
+            "readinessProbe": _probe(ask(ready_path), 3, 5)}
 
 
 def worker_scheduling(topo: Topology) -> dict[str, Any]:

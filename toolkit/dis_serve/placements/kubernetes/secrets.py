@@ -7,7 +7,7 @@ Rendering again keeps the certificates the file already holds while they fit the
 names, the same CA, a quarter of their validity left), so re-applying a re-rendered
 directory changes no running pod's trust; otherwise everything is issued anew under a new CA,
 whose key is never kept. `render_tls_secrets` is pure (PEM in, objects out);
-`tls_secret_docs` issues, and `write_tls_secrets` (the placement's `write_secrets`) writes.
+`tls_secret_docs` issues, and `write_tls_secrets` (the placement's `write_inputs`) writes.
 """
 
 from __future__ import annotations

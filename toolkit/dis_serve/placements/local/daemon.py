@@ -16,6 +16,7 @@ in the lock file, so `down` signals it (and the supervisor).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -25,7 +26,7 @@ import traceback
 from pathlib import Path
 
 from ...errors import RunError
-from ...launch.events import describe
+from ...launch.events import SupervisorEvent, describe
 from ...launch.graph import PreparedRun, prepare_run
 from ...launch.keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
 from ...launch.rundir import DEFAULT_KEEP_RUNS, RunDir
@@ -123,10 +124,17 @@ def _redirect_stdio(log: Path) -> None:
     os.close(out)
 
 
+def _log_event(event: SupervisorEvent) -> None:
+    """One line in supervisor.log; a log that cannot be written (a full disk) costs the
+    line, never the supervision."""
+    with contextlib.suppress(OSError):
+        print(describe(event), flush=True)
+
+
 def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
     """Run the prepared plan in `run_dir` until asked to stop; the process's exit status."""
     supervisor = Supervisor(run_dir.read_plan(), run_dir, ready_timeout_s=ready_timeout_s,
-                            on_event=lambda event: print(describe(event), flush=True),
+                            on_event=_log_event,
                             secrets=graph_secrets(run_dir.read_topology(),
                                                   run_dir.path.resolve()))
     for sig in STOP_SIGNALS:

@@ -116,7 +116,7 @@ class LocalHandle(RunHandle):
         if self._graph is not None:
             return observe(self._graph.status(),
                            alive=not self._graph.supervisor.finished.is_set())
-        state = self._run.read_state()
+        state = self._run.load_state()  # UnreadableState (exit 1) names a torn file
         if state is None:
             holder = lock_holder(self._run)
             if holder is not None:  # preparing: nothing started, nothing recorded yet
@@ -124,8 +124,10 @@ class LocalHandle(RunHandle):
                     name=self.name, placement=PlacementKind.LOCAL, phase=GraphPhase.STARTING,
                     run_dir=str(self._run.path), model_name="", processes=[],
                     supervisor=f"up pid {holder}, preparing", supervisor_alive=True)
-            raise UserInputError(f"graph {self.name!r} has no recorded state in "
-                                 f"{self._run.path}", fix="start it with `dis-serve up`")
+            raise RunError(f"graph {self.name!r} is not running and never started: "
+                           f"{self._run.path} holds no record of a supervisor (its last `up` "
+                           "stopped before starting any process); start it with `dis-serve "
+                           "up`")
         return observe(state, alive=supervisor_alive(state), check_pids=True)
 
     def is_active(self) -> bool:
@@ -181,7 +183,7 @@ class LocalHandle(RunHandle):
         if request.node is not None:
             raise UserInputError(f"graph {self.name} runs on this machine only", key="--node",
                                  fix="drop --node")
-        state = self._run.read_state()
+        state = self._run.load_state()
         if state is None:
             raise UserInputError(f"graph {self.name!r} has no recorded state", key="NAME",
                                  fix="start it with `dis-serve up`")

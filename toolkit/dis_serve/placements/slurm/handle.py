@@ -76,6 +76,16 @@ class SlurmHandle(ClusterHandle):
     def _reach(self) -> JobSteps:
         return JobSteps(self._run, self._submitted())
 
+    def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
+        # A job that left the queue (or a cluster whose controller is gone, so squeue cannot
+        # answer) has no node to run a step on: one line saying so, not srun's errors.
+        job = self._submitted()
+        if not job_state(job.job_id).active:
+            raise RunError(f"{self.name} is not running: Slurm job {job.job_id} is not in "
+                           "the queue (or its cluster's controller does not answer); nothing "
+                           "to fault")
+        return super().fault(request, say)
+
     def start(self, options: StartOptions) -> StartReport:
         from ...launch.startup_budget import readiness_timeout_s
         from .submit import submit

@@ -26,18 +26,19 @@ class SlurmPlacement:
         return rendering.rendered_by_all(topo)
 
     def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
-        from ..shared_files import engine_config_files
-        from .sbatch import render_sbatch_script, render_slurm_plan
+        """What `up` writes into a run directory (slurm_run_files, write_inputs), with the
+        nodes' own `python3`, under out_dir/slurm: `sbatch job.sbatch` there runs it."""
+        from .sbatch import SCRIPT_FILE, slurm_run_files
 
-        files = {"slurm/job.sbatch": render_sbatch_script(topo),
-                 **engine_config_files(topo, self.target)}
+        made = slurm_run_files(topo, rendering.RunContext())
+        here = out_dir / self.target
         return RenderedTarget(
-            files=files,
-            observability=rendering.cluster_observability(self.target,
-                                                          render_slurm_plan(topo)),
-            write_secrets=rendering.ca_writer(topo, self.target),
-            next_steps=[f"cd {out_dir / self.target} && sbatch job.sbatch (or dis-serve up "
-                        f"{source} with placement: slurm)"])
+            files=rendering.under(self.target, made.files),
+            observability=rendering.cluster_observability(self.target, made.plan),
+            write_inputs=lambda out: rendering.write_inputs(topo, made.plan, out / self.target,
+                                                             model_card=False),
+            next_steps=[f"cd {here} && sbatch {SCRIPT_FILE} (or dis-serve up {source} with "
+                        "placement: slurm)"])
 
     def check_renderable(self, topo: Topology, source: str | None) -> None:
         return None

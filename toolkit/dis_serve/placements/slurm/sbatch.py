@@ -17,8 +17,17 @@ restart or stop logic lives in bash. Pure: text out.
 
 from __future__ import annotations
 
+from ... import __version__
 from ...render.cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
-from ...render.run_layout import ADDRESSES_FILE, ENDPOINT_FILE, STARTED_FILE, STOP_REQUEST_FILE
+from ...render.run_layout import (
+    ADDRESSES_FILE,
+    CLUSTER_PLAN_FILE,
+    ENDPOINT_FILE,
+    STARTED_FILE,
+    STOP_REQUEST_FILE,
+    TOPOLOGY_FILE,
+    agent_log_name,
+)
 from ...render.shell_words import (
     checkpoint_check,
     comment,
@@ -29,7 +38,10 @@ from ...render.shell_words import (
     word,
 )
 from ...topology import KvInterconnect, SlurmPlacement, Topology
+from ..cluster.install_check import probe_words, version_check_lines
+from ..cluster.rendering import RunContext, RunFiles
 from ..hosts.scripts import token_lines
+from ..shared_files import engine_config_files
 from .mpi_launch import (
     container_image,
     launches_mpi_ranks,
@@ -41,6 +53,7 @@ from .mpi_launch import (
 # The batch script makes STOP_REQUEST_FILE when told to stop: every agent watches for it and
 # stops its node in order. Not a signal through Slurm: Slurm signals every process of a step
 # at once (the agent's children too), and srun takes its own SIGTERM as "SIGKILL the step".
+SCRIPT_FILE = "job.sbatch"
 # The batch script's own output, beside the processes' logs (`up` passes it to sbatch).
 JOB_LOG = "slurm-%j.log"
 # Seconds before the time limit that the batch shell is told to stop the graph.
@@ -127,7 +140,7 @@ def _srun_words(topo: Topology, node: NodeProcesses) -> str:
     hosts target); a node without workers takes no GPU."""
     words = ["srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{NODES[{node.index}]}}"',
              f"--job-name={word('agent-' + node.name)}",
-             f'--output="$LOGS/agent-{node.name}.log"', "--overlap"]
+             f'--output="$LOGS/{agent_log_name(node.name)}.log"', "--overlap"]
     if topo.backend.needs_gpu and not any(spec.gpus for spec in node.processes):
         words.append("--gres=none")
     return " ".join(words)
@@ -269,6 +282,35 @@ def _agent_lines(topo: Topology, plan: ClusterPlan, python: str) -> list[str]:
     return lines
 
 
+def _dis_serve_lines(python: str) -> list[str]:
+    """Every node runs its agent as `PYTHON -m dis_serve agent`, outside any container: the
+    dis-serve that rendered this script must be what PYTHON imports there."""
+    probe = ('srun --overlap --nodes=1 --ntasks=1 --gres=none --nodelist="$NODE" '
+             + probe_words(python))
+    return ["",
+            f"# dis-serve on the nodes: each agent runs {comment(python)} -m dis_serve on its "
+            "node (not in a container), from a virtual",
+            "# environment on storage every node mounts (as `dis-serve up` submits) or "
+            f"dis-serve {comment(__version__)} installed on each node.",
+            'for NODE in "${NODES[@]}"; do',
+            *(f"  {line}" for line in version_check_lines(
+                python, f"node {runtime('NODE')}", probe)),
+            "done"]
+
+
+def slurm_run_files(topo: Topology, ctx: RunContext) -> RunFiles:
+    """The job's run directory as text: the batch script, the cluster plan and topology its
+    agents read, the engine configs; what `render` writes and what `up` submits."""
+    kwargs = {"run_dir": ctx.run_dir, "python": ctx.python, "etcd_bin": ctx.etcd_bin,
+              "nats_bin": ctx.nats_bin, "model_path": ctx.model_path}
+    plan = render_slurm_plan(topo, **kwargs)
+    files = {SCRIPT_FILE: render_sbatch_script(topo, **kwargs),
+             CLUSTER_PLAN_FILE: plan.model_dump_json(indent=2) + "\n",
+             TOPOLOGY_FILE: topo.model_dump_json(indent=2) + "\n",
+             **engine_config_files(topo, "")}
+    return RunFiles(files=files, plan=plan)
+
+
 def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
                          python: str = "python3", etcd_bin: str = "etcd",
                          nats_bin: str = "nats-server", model_path: str | None = None) -> str:
@@ -293,9 +335,11 @@ def render_sbatch_script(topo: Topology, *, run_dir: str | None = None,
         *token_lines(topo.coordination.nats.auth),
         *_resolve_lines(topo),
     ]
+    lines += _dis_serve_lines(python)
     if plan.needs_model_card:
         lines.append("# The mocker reads a tokenizer-only model card at "
-                     f"{comment(plan.model_path)} (`dis-serve up` makes one).")
+                     f"{comment(plan.model_path)} (`dis-serve up` writes it; "
+                     "an agent makes it where it is missing).")
     lines += _image_lines(topo, run_dir or runtime("RUN_DIR"))
     lines += _checkpoint_lines(topo, plan)
     lines += _memlock_lines(topo, plan)

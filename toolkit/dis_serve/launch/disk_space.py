@@ -1,0 +1,77 @@
+"""Preflight: is there room where a local graph writes before it serves?
+
+Everything a local graph writes lies in its run directory: the embedded etcd's data (its
+write-ahead log is preallocated: etcd 3.5 creates each 64 MB segment whole, and the next
+one ahead of need), the embedded NATS's JetStream store, the processes' logs and the mocker's
+model card. `up` refuses a graph whose file system cannot hold that, in one line with the
+numbers, before anything starts: without this a full disk showed as etcd crash-looping in Go
+stack frames, or a traceback from the card's write. What the graph needs later (logs grow
+about 6 KB per request, rotated at 32 MiB) is the headroom's to absorb, and a disk that fills
+while the graph serves is reported where it bites (the state file, `down`, the CLI's one
+line for ENOSPC).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..errors import PreflightError
+from ..render.launch_plan import LaunchPlan
+from ..topology import EtcdMode, NatsMode, Topology
+
+MIB = 1024 * 1024
+# etcd 3.5: the first WAL segment and the one its file pipeline preallocates next, 64,000,000
+# bytes each (measured on tmpfs: docs/running.md), plus its bolt database at start.
+ETCD_BYTES = 2 * 64_000_000 + 4 * MIB
+# NATS with JetStream: its store directory at start, with room for the streams Dynamo makes.
+NATS_BYTES = 4 * MIB
+# The processes' logs until the first rotation would make room (Dynamo logs ~6 KB/request).
+LOG_HEADROOM_BYTES = 16 * MIB
+# The mocker's card: tokenizer.json takes about 18 bytes per vocabulary entry (demo card:
+# 886,781 bytes for 50,005 entries); the rest is a few small JSON files.
+CARD_BYTES_PER_TOKEN = 24
+CARD_FIXED_BYTES = 64 * 1024
+
+
+def needed_bytes(plan: LaunchPlan, topo: Topology) -> dict[str, tuple[int, str]]:
+    """What the graph writes under its run directory at start: path -> (bytes, what)."""
+    run = Path(plan.run_dir)
+    needs: dict[str, tuple[int, str]] = {}
+    if topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
+        needs[str(run / "etcd-data")] = (ETCD_BYTES, "etcd's preallocated WAL")
+    if topo.coordination.nats.mode is NatsMode.EMBEDDED:
+        needs[str(run / "nats-data")] = (NATS_BYTES, "NATS's JetStream store")
+    needs[str(run / "logs")] = (LOG_HEADROOM_BYTES, "the logs")
+    card = Path(plan.model_path)
+    if plan.needs_model_card and not (card / "tokenizer.json").is_file():
+        vocab = topo.model.resolved_architecture().vocab_size
+        needs[str(card)] = (vocab * CARD_BYTES_PER_TOKEN + CARD_FIXED_BYTES,
+                            "the model card")
+    return needs
+
+
+def _existing(path: Path) -> Path:
+    """`path`, or the nearest ancestor of it that exists (where it will be made)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_disk(plan: LaunchPlan, topo: Topology) -> None:
+    """Refuse, in one line naming the file system and the numbers, a graph whose run
+    directory's file system(s) lack the room it writes before it serves."""
+    by_device: dict[int, tuple[Path, int, list[str]]] = {}
+    for path, (size, what) in needed_bytes(plan, topo).items():
+        where = _existing(Path(path))
+        device = os.stat(where).st_dev
+        root, total, whats = by_device.get(device, (where, 0, []))
+        by_device[device] = (root, total + size, [*whats, f"{what} {size / MIB:.0f} MiB"])
+    for where, total, whats in by_device.values():
+        free = shutil.disk_usage(where).free
+        if free < total:
+            raise PreflightError(
+                f"{topo.name}: {where} has {free / MIB:.1f} MiB free, but the graph writes "
+                f"about {total / MIB:.0f} MiB there before it serves ({', '.join(whats)}); "
+                "free space there, or set DIS_SERVE_HOME to a directory on a larger disk")
