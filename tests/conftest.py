@@ -75,6 +75,41 @@ def topology_variant(base: dict, **paths) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
+# A multi-node graph with every service on the head node alone, as before frontend replicas
+# and etcd and NATS clusters: for the tests of what does not depend on how services spread.
+SINGLE_HEAD = {"frontend": {"replicas": 1},
+               "coordination": {"etcd": {"members": 1}, "nats": {"members": 1}}}
+
+
+def single_head(data: dict) -> dict:
+    """The topology mapping `data` with one frontend, one etcd and one NATS, on the head."""
+    import copy
+
+    moved = copy.deepcopy(data)
+    for section, values in SINGLE_HEAD.items():
+        target = moved.setdefault(section, {})
+        for key, value in values.items():
+            target[key] = (dict(target.get(key) or {}) | value if isinstance(value, dict)
+                           else value)
+    return moved
+
+
+def single_head_data(graph: str) -> dict:
+    """graphs/<graph> as a mapping, with every service on the head (`single_head`)."""
+    import yaml
+
+    return single_head(yaml.safe_load((GRAPHS / graph).read_text()))
+
+
+def single_head_topology(path):
+    """The topology file at `path` with every service on the head (`single_head`)."""
+    import yaml
+
+    from dis_serve.topology import Topology
+
+    return Topology.model_validate(single_head(yaml.safe_load(path.read_text())))
+
+
 def aiperf_processes() -> set[int]:
     """AIPerf's controller and its service processes (they retitle themselves `aiperf ...`)."""
     import psutil
