@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ..change.executor import LiveGraph
     from ..coordination.doctor import DoctorTarget
     from ..launch.faults import FaultOrder
     from ..launch.run_record import RunRecord
@@ -129,6 +130,13 @@ class GraphHandle(Protocol):
         ...
 
     # --- act -------------------------------------------------------------------------------
+    def live(self) -> LiveGraph:
+        """The running graph as a change of it sees it (`scale`, `apply`, the planner's
+        scaler: change/executor.py): its plan at a revision, rendered processes for worker
+        slots, the next revision written where every supervisor reconciles to it, and what
+        the supervisors made of it."""
+        ...
+
     def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
         """Apply the fault where the graph's pids live and return once it is over (after
         a pause's SIGCONT); the node it hit (None on a single-machine graph)."""
@@ -164,6 +172,20 @@ class RenderedTarget:
     # What is made when written, not rendered as text (a new CA, the mocker's model card),
     # as `up` makes it: writes it under the output directory and says what it wrote.
     write_inputs: Callable[[Path], list[str]] | None = None
+
+
+class PlacementDefaults:
+    """What a placement says when it has nothing to refuse, warn of or note: the answers of
+    every placement but the ones that check a topology against their platform."""
+
+    def check_renderable(self, topo: Topology, source: str | None) -> None:
+        return None
+
+    def validate_warnings(self, topo: Topology) -> list[str]:
+        return []
+
+    def validate_notes(self, topo: Topology) -> list[str]:
+        return []
 
 
 class Placement(Protocol):
