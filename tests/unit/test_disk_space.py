@@ -15,7 +15,7 @@ from dis_serve.topology import Topology
 def _needs(topo: Topology, run_dir) -> dict[str, int]:
     plan = render_launch_plan(topo, RenderContext(run_dir=run_dir, python=sys.executable))
     return {path.removeprefix(f"{run_dir}/"): size
-            for path, (size, _what) in needed_bytes(plan, topo).items()}
+            for path, (size, _what) in needed_bytes(plan, topo, run_dir).items()}
 
 
 def test_the_demo_graph_needs_room_for_etcds_two_wal_segments_the_logs_and_its_card(tmp_path):
@@ -36,3 +36,16 @@ def test_a_card_already_written_and_external_planes_need_no_room(tmp_path):
     (tmp_path / "model-card").mkdir()
     (tmp_path / "model-card" / "tokenizer.json").write_text("{}")
     assert _needs(topo, tmp_path) == {"logs": LOG_HEADROOM_BYTES}
+
+
+def test_a_multi_node_graph_needs_etcds_and_natss_room_only_in_the_head_nodes_data_dir(
+        tmp_path):
+    topo = load_model_file(Topology, DEMO_TOPOLOGY)
+    plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path / "run",
+                                                  python=sys.executable))
+    head = needed_bytes(plan, topo, tmp_path / "node-data")
+    assert head[str(tmp_path / "node-data" / "etcd-data")][0] == ETCD_BYTES
+    assert str(tmp_path / "node-data" / "nats-data") in head
+    assert not any(path.startswith(f"{tmp_path}/run/etcd") for path in head)
+    other = needed_bytes(plan, topo, None)
+    assert set(other) == {f"{tmp_path}/run/logs", f"{tmp_path}/run/model-card"}

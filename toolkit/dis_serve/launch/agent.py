@@ -58,6 +58,7 @@ from ..render.shell_words import runtime_names
 from ..topology import ProcessKind, Topology
 from .agent_contact import keep_in_touch
 from .cluster_tls import prepare_node_tls
+from .disk_space import check_disk, needed_bytes
 from .events import describe
 from .graph import write_worker_inputs
 from .keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
@@ -202,6 +203,11 @@ def run_agent(run_dir: Path, node: str) -> int:
     # Owned before anything starts; a start refused here leaves the holder's data alone.
     claim = claim_data_dir(data_dir, topo.name) if head else None
     try:
+        # After the claim emptied the data directory of a killed agent's leftovers.
+        check_disk(f"{topo.name} on node {node}",
+                   needed_bytes(own, topo, data_dir if head else None),
+                   fix="point coordination.data_dir (etcd's and NATS's data) or the run "
+                       "directory at a larger disk")
         write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
         _write_missing_inputs(topo, own, run.path)
         secrets = prepare_node_tls(topo, node_processes(cluster, node), values, run.path)
