@@ -17,13 +17,17 @@ install: system-packages $(STAMP)
 # A real Slurm for the Slurm target's tests (tests/slurm_cluster.py starts its own daemons with
 # its own config), iproute2 for the multi-node test bed (tests/netns_cluster.py: network
 # namespaces on a bridge), prometheus for `up --prometheus` and its test, and for the MPI rank
-# test Open MPI, mpi4py and the unversioned libpmix.so that Slurm's mpi/pmix plugin loads.
+# test Open MPI, mpi4py and the unversioned libpmix.so that Slurm's mpi/pmix plugin loads;
+# haproxy and keepalived (with curl, its health check) for the frontend replicas' load balancer
+# and floating address (render/balancer.py).
 # Debian's packages, installed only as root and only if missing.
-SYSTEM_PACKAGES = slurm-wlm munge iproute2 prometheus openmpi-bin python3-mpi4py libpmix-dev
+SYSTEM_PACKAGES = slurm-wlm munge iproute2 prometheus openmpi-bin python3-mpi4py libpmix-dev \
+  haproxy keepalived curl
 system-packages:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  ! { command -v slurmctld && command -v munged && command -v ip && \
-	      command -v prometheus && command -v ompi_info && \
+	      command -v prometheus && command -v ompi_info && command -v haproxy && \
+	      command -v keepalived && command -v curl && \
 	      [ -e /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so ]; } >/dev/null 2>&1; then \
 	  echo "installing $(SYSTEM_PACKAGES)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSTEM_PACKAGES) >/dev/null || \

@@ -2,9 +2,11 @@
 on one host (local `up`), side by side in one run, on the network-namespace test bed.
 
 The bed is tests/netns_cluster.py's: three namespaces on a bridge, 198.18.0.11-13, one slurmd
-in each. The same graph (etcd, NATS, the frontend and the prefill worker on the first node,
-one decode worker on each of the other two; the same `security.tls.mode` in every arm, auto
-by default, so the arms differ only in placement) runs three ways:
+in each. The same graph (two prefill and two decode workers, none of a pool's two on one
+node; two frontend replicas, each behind its node's balancer; on several nodes etcd members
+on all three, a NATS member on each and the floating address 198.18.0.100 that clients use;
+the same `security.tls.mode` in every arm, auto by default, so the arms differ only in
+placement) runs three ways:
 
 - local: the graph without its placement, `dis-serve up FILE --detach` on loopback;
 - slurm: `dis-serve up FILE --detach` with `placement.slurm.interface: eth0` (sbatch, one
@@ -22,7 +24,14 @@ node's phase `ready`; "outage" is from the kill to the end of the last failed re
 failed requests are those that ended between the kill and 1 s after ready again. Every
 repetition kills the decode worker decode-1 (on the third node); the first `--fault-reps`
 repetitions (all, by default) also kill the frontend, etcd and NATS, one after the other
-(the fault table).
+(the head node's replica or member where there are several), and then, on Slurm and hosts,
+lose the head node: every process in its namespace (its agent, and on Slurm its slurmd)
+frozen and SIGKILLed. That row has the new requests that failed, the first success after
+the loss, the streams in flight that were cut and how long `status` took to name the node;
+then the node comes back: on hosts its script started again (seconds until every node is
+ready), on Slurm its slurmd started again (what Slurm then does with the job, and whether
+the graph still serves, is recorded). The bed's slurmctld marks a silent node DOWN after
+10 s (SlurmdTimeout, 300 s by default).
 The arms interleave in a rotating order. Medians, ratios to local (target: recovery on Slurm
 and hosts within 1.2x of local, issue 18) and every figure go to
 benchmarks/results/multinode.json.
@@ -72,9 +81,17 @@ HEAD = "198.18.0.11"
 HOSTS = {"n1": HEAD, "n2": "198.18.0.12", "n3": "198.18.0.13"}
 MODEL = "demo-model"
 MAX_TOKENS = 16
-WORKER = "decode-1"  # the decode worker on the third node in both multi-node arms
+WORKER = "decode-1"  # a decode worker off the head node in both multi-node arms
+# The process each fault kills, by its name on one machine; a multi-node arm kills the one
+# of its replicas or members on the head node (`frontend-0`, `etcd-0`, `nats-0`).
 FAULTS = {"worker SIGKILL": WORKER, "frontend SIGKILL": "frontend",
-          "etcd SIGKILL": "etcd", "NATS SIGKILL": "nats"}
+          "etcd SIGKILL": "etcd", "NATS SIGKILL": "nats", "head node loss": ""}
+# Every process of the head node, its agent and slurmd included, frozen and then SIGKILLed
+# (a node that crashed: nothing of it answers or says goodbye). Slurm and hosts only.
+HEAD_LOSS = "head node loss"
+HEAD_NODE = "n1"
+SLURMD_TIMEOUT_S = 10  # the bed's slurmctld marks a silent node DOWN after this (not 300)
+FLOATING = "198.18.0.100"
 READY_TIMEOUT_S = 120.0
 RECOVERY_TIMEOUT_S = 30.0
 SETTLE_S = 1.0
@@ -88,6 +105,14 @@ def graph_data(arm: str, tls: str) -> dict:
     from relocate import relocate
 
     data = relocate(yaml.safe_load(GRAPH.read_text()), f"bench-mn-{arm}", BASES[arm])
+    # A prefill and a decode worker on two nodes each, so no node's loss takes a whole pool;
+    # two frontend replicas everywhere (the multi-node default; asked for on one machine).
+    data["hardware"]["gpus_per_node"] = 2
+    data["pools"]["prefill"] |= {"workers": 2, "gpu_ids": [[0], [2]]}
+    data["pools"]["decode"] |= {"workers": 2, "gpu_ids": [[3], [4]]}
+    data["frontend"] |= {"replicas": 2}
+    if arm != "local":
+        data["frontend"]["floating_address"] = {"address": FLOATING}
     if tls == "off":
         data["security"] = {"tls": {"mode": "off"}, "insecure_network": arm != "local"}
     if arm == "local":
@@ -109,6 +134,12 @@ class Arm:
     work: Path
     env: dict[str, str]
     tls: str = "auto"
+    cluster: object = None  # the bed (NetnsCluster), on the multi-node arms
+
+    def bring_back(self, node: str) -> float | None:
+        """A lost node back in the graph; seconds until every node is ready (None: this
+        placement cannot: a Slurm job's lost node is out of its allocation)."""
+        return None
 
     @property
     def graph(self) -> str:
@@ -163,12 +194,58 @@ class Arm:
 
 
 @dataclass
+class SlurmArm(Arm):
+    """The Slurm target; a lost node comes back as a rebooted machine would: its slurmd
+    started again (which the next repetitions' jobs need too)."""
+
+    def bring_back(self, node: str) -> float | None:
+        """slurmd started again in the node's namespace while the job runs: the node is not
+        part of the job any more (None); what Slurm and the graph do meanwhile is recorded
+        in `self.node_back`."""
+        from slurm_cluster import binary
+
+        self.cluster.run_daemon(*self.cluster.command_in(
+            node, binary("slurmd"), "-N", node, "-f", str(self.cluster.conf)))
+        registered = wait_for(lambda: slurm_node_state(self, node) in {"idle", "mixed",
+                                                                        "allocated"}, 30, 0.5)
+        time.sleep(10)  # what the job does with a node that re-registered
+        self.node_back = {"registered": registered,
+                          "node_state": slurm_node_state(self, node),
+                          "job_state": slurm_job_state(self),
+                          "serves": first_completion(self, time.monotonic() + 10)}
+        return None
+
+    node_back: dict = field(default_factory=dict)
+
+
+def slurm_node_state(arm: Arm, node: str) -> str:
+    out = subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], env=arm.env,
+                         capture_output=True, text=True, check=False, timeout=30)
+    return out.stdout.strip().lower()
+
+
+def slurm_job_state(arm: Arm) -> str:
+    """The state of the bed's job (the only one at a time), '' once it has left squeue."""
+    out = subprocess.run(["squeue", "-h", "-o", "%T"], env=arm.env, capture_output=True,
+                         text=True, check=False, timeout=30)
+    return out.stdout.strip()
+
+
+@dataclass
 class HostsArm(Arm):
     """The hosts target: each node's script run in its node's namespace."""
 
-    cluster: object = None
     scripts: dict[str, subprocess.Popen] = field(default_factory=dict)
     runs: int = 0
+    script_env: dict[str, str] = field(default_factory=dict)
+
+    def bring_back(self, node: str) -> float | None:
+        """The node's script started again, as its operator would after a reboot."""
+        started = time.monotonic()
+        self.scripts |= self.cluster.start_hosts_scripts(self.run_dir, [node], self.script_env)
+        if not wait_for(lambda: all_ready(self.run_dir), RECOVERY_TIMEOUT_S * 2):
+            return None
+        return time.monotonic() - started
 
     @property
     def run_dir(self) -> Path:
@@ -192,6 +269,7 @@ class HostsArm(Arm):
         # agent makes the mocker's card itself (inside the timing, as on a fresh node).
         env = self.env | {"DIS_SERVE_RUN_DIR": str(run_dir),
                           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        self.script_env = env
         started = time.monotonic()
         self.scripts = self.cluster.start_hosts_scripts(run_dir, HOSTS, env)
         endpoint = run_dir / ENDPOINT_FILE
@@ -316,9 +394,16 @@ def wait_for(predicate, timeout_s: float, poll_s: float = 0.05) -> bool:
 # ---------------------------------------------------------------- one fault
 
 
+def on_head(arm: Arm, name: str) -> str:
+    """The process a fault named `name` hits in this arm: the head node's replica or member
+    (`frontend-0`) where the graph runs several."""
+    return name if process_record(arm.run_dir, name) is not None else f"{name}-0"
+
+
 def inject(arm: Arm, process: str) -> dict:
     """SIGKILL `process` under load; how long until its node is ready again, the outage
     clients saw and the requests that failed."""
+    process = on_head(arm, process)
     before = process_record(arm.run_dir, process)
     if before is None or not before.get("pid"):
         raise RuntimeError(f"{arm.name}: no running {process} in {arm.run_dir}")
@@ -347,6 +432,63 @@ def inject(arm: Arm, process: str) -> dict:
             "failed_before_fault": len(warm), "reasons": reasons}
 
 
+def _head_processes(arm: Arm) -> list[int]:
+    """Every process of the head node's namespace: on Slurm its slurmd included (started
+    again when the node comes back); the hosts arm leaves the bed's slurmd, no part of a
+    hosts graph, alone."""
+    found = []
+    for pid in arm.cluster.processes_in(HEAD_NODE):
+        with contextlib.suppress(psutil.Error):
+            if arm.name == "slurm" or psutil.Process(pid).name() != "slurmd":
+                found.append(pid)
+    return found
+
+
+def degraded_naming(arm: Arm, node: str) -> bool:
+    out = subprocess.run([DIS_SERVE, "status", arm.graph, "--json"], env=arm.env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    try:
+        observed = json.loads(out.stdout)
+    except ValueError:
+        return False
+    return out.returncode == 3 and any(p.startswith(f"node {node}:")
+                                       for p in observed.get("problems", []))
+
+
+def inject_head_loss(arm: Arm) -> dict:
+    """The head node crashed under load: what new requests saw (failed ones, the last to
+    fail, the first to succeed after it), the streams cut, how long until `status` names
+    the node; on hosts the node then comes back (its script started again) and how long
+    until the graph is ready again with it."""
+    head = "node0" if arm.name == "slurm" else HEAD_NODE  # as the placement names it
+    with Load(arm) as load:
+        time.sleep(1.0)
+        pids = _head_processes(arm)
+        hit = time.monotonic()
+        for sig in (signal.SIGSTOP, signal.SIGKILL):  # none sees another die
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+        named = wait_for(lambda: degraded_naming(arm, head), RECOVERY_TIMEOUT_S, poll_s=0.5)
+        named_s = time.monotonic() - hit
+        time.sleep(max(0.0, hit + 12 - time.monotonic()))
+        back = time.monotonic()
+        rejoined = arm.bring_back(HEAD_NODE)
+        outcomes = list(load.outcomes)
+    new = [o for o in outcomes if o[0] >= hit]
+    failed = [o for o in new if o[2] is not None]
+    return {"process": HEAD_LOSS, "recovered": named, "ready_again_s": rejoined,
+            "outage_s": max((o[0] for o in failed), default=hit) - hit,
+            "failed": len(failed), "requests": len(new),
+            "failed_after_5s": sum(o[0] >= hit + 5 for o in failed),
+            "in_flight_cut": sum(1 for o in outcomes if o[0] < hit < o[1] and o[2]),
+            "first_success_s": min((o[1] - hit for o in new if o[2] is None), default=None),
+            "degraded_named_s": named_s if named else None,
+            "node_back": getattr(arm, "node_back", None),
+            "failed_after_node_back": sum(o[0] >= back for o in failed),
+            "reasons": sorted({o[2] for o in failed})}
+
+
 def healthy(arm: Arm) -> bool:
     return all_ready(arm.run_dir) and first_completion(arm, time.monotonic() + 10)
 
@@ -368,14 +510,23 @@ def one_rep(arm: Arm, faults: dict[str, str], results: dict) -> None:
         print(f"  {arm.name:5s} ready after {ready:.2f} s, served after {served:.2f} s",
               flush=True)
         for label, process in faults.items():
+            if label == HEAD_LOSS and arm.name == "local":
+                continue
             if not healthy(arm):
                 print(f"  {arm.name:5s} not healthy before {label}: brought up again")
                 arm.stop()
                 arm.start()
-            row = inject(arm, process)
+            row = inject_head_loss(arm) if label == HEAD_LOSS else inject(arm, process)
             results["faults"][label][arm.name].append(row)
-            shown = (f"ready again after {row['ready_again_s']:.2f} s" if row["recovered"]
-                     else f"NOT ready again within {RECOVERY_TIMEOUT_S:.0f} s")
+            if label == HEAD_LOSS:
+                shown = (f"status named the node after {_fmt(row['degraded_named_s'])} s, "
+                         f"first success {_fmt(row['first_success_s'])} s, "
+                         f"{row['in_flight_cut']} in flight cut, node back: "
+                         f"{_fmt(row['ready_again_s'])} s {row['node_back'] or ''}")
+            elif row["recovered"]:
+                shown = f"ready again after {row['ready_again_s']:.2f} s"
+            else:
+                shown = f"NOT ready again within {RECOVERY_TIMEOUT_S:.0f} s"
             print(f"  {arm.name:5s} {label}: {shown}, outage {row['outage_s']:.2f} s, "
                   f"{row['failed']}/{row['requests']} failed {row['reasons'] or ''}",
                   flush=True)
@@ -413,6 +564,7 @@ def summarise(results: dict) -> dict:
             "outage_s": median([r["outage_s"] for r in rows]),
             "failed": median([r["failed"] for r in rows]),
             "not_recovered": sum(1 for r in rows if not r["recovered"]),
+            "first_success_s": median([r.get("first_success_s") for r in rows]),
             "runs": len(rows)} for arm, rows in per_arm.items() if rows}
     return {"bringup": bringup, "faults": faults}
 
@@ -442,7 +594,8 @@ def print_tables(summary: dict, reps: int) -> dict:
         verdict = "-" if r is None else ("meets" if r <= TARGET_RATIO else "misses")
         print(f"recovery after worker SIGKILL, {arm}/local: {_fmt(r, '.2f', 'x')} "
               f"({verdict} the target <= {TARGET_RATIO}x)")
-    print("\nfault table (medians; ready again s / client outage s / failed requests)")
+    print("\nfault table (medians; ready again s / client outage s / failed requests; "
+          "head node loss: the node back and ready s / first success after s / failed)")
     print(f"{'fault':18s}" + "".join(f"{arm:>26s}" for arm in ARMS))
     for label, per_arm in summary["faults"].items():
         cells = []
@@ -450,6 +603,10 @@ def print_tables(summary: dict, reps: int) -> dict:
             row = per_arm.get(arm)
             if row is None:
                 cells.append("-")
+                continue
+            if label == HEAD_LOSS:  # the node back (hosts) / first success after / failed
+                cells.append(f"{_fmt(row['ready_again_s'])} / "
+                             f"{_fmt(row['first_success_s'])} / {row['failed']:g}")
                 continue
             ready = ("not ready" if row["ready_again_s"] is None
                      else f"{row['ready_again_s']:.2f}")
@@ -498,11 +655,13 @@ def main() -> int:
     run_started = time.monotonic()
     with bed_lock(), tempfile.TemporaryDirectory(prefix="multinode-") as tmp:
         work = Path(tmp)
-        cluster = NetnsCluster.start(work / "slurm", nodes=3, attacker=False)
+        cluster = NetnsCluster.start(work / "slurm", nodes=3, attacker=False,
+                                     slurmd_timeout_s=SLURMD_TIMEOUT_S)
         try:
             home_env = {"DIS_SERVE_HOME": str(work / "home")}
             arms = {"local": Arm("local", work, os.environ | home_env, args.tls),
-                    "slurm": Arm("slurm", work, cluster.env | home_env, args.tls),
+                    "slurm": SlurmArm("slurm", work, cluster.env | home_env, args.tls,
+                                      cluster=cluster),
                     "hosts": HostsArm("hosts", work, os.environ | home_env, args.tls,
                                       cluster=cluster)}
             results = measure(arms, args.reps, args.fault_reps)

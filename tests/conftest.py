@@ -16,6 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 GRAPHS = REPO / "graphs"
 # Helpers the tests share with the benchmarks (relocate) live beside the benchmarks.
 sys.path.insert(0, str(REPO / "benchmarks"))
+# AIPerf scrapes the graph's metrics a last time 2 s (its default) after the last response,
+# for servers that publish late; Dynamo's frontend and workers count a request as it ends,
+# so 0.2 s does here. That wait was 2 s of each of the suite's ~30 AIPerf runs. Every bench
+# and chaos the tests start inherits it; `make bench` and users keep AIPerf's default.
+os.environ.setdefault("AIPERF_SERVER_METRICS_COLLECTION_FLUSH_PERIOD", "0.2")
 
 
 @dataclass
@@ -68,6 +73,41 @@ def topology_variant(base: dict, **paths) -> str:
             node = node.setdefault(key, {})
         node[leaf] = value
     return yaml.safe_dump(data, sort_keys=False)
+
+
+# A multi-node graph with every service on the head node alone, as before frontend replicas
+# and etcd and NATS clusters: for the tests of what does not depend on how services spread.
+SINGLE_HEAD = {"frontend": {"replicas": 1},
+               "coordination": {"etcd": {"members": 1}, "nats": {"members": 1}}}
+
+
+def single_head(data: dict) -> dict:
+    """The topology mapping `data` with one frontend, one etcd and one NATS, on the head."""
+    import copy
+
+    moved = copy.deepcopy(data)
+    for section, values in SINGLE_HEAD.items():
+        target = moved.setdefault(section, {})
+        for key, value in values.items():
+            target[key] = (dict(target.get(key) or {}) | value if isinstance(value, dict)
+                           else value)
+    return moved
+
+
+def single_head_data(graph: str) -> dict:
+    """graphs/<graph> as a mapping, with every service on the head (`single_head`)."""
+    import yaml
+
+    return single_head(yaml.safe_load((GRAPHS / graph).read_text()))
+
+
+def single_head_topology(path):
+    """The topology file at `path` with every service on the head (`single_head`)."""
+    import yaml
+
+    from dis_serve.topology import Topology
+
+    return Topology.model_validate(single_head(yaml.safe_load(path.read_text())))
 
 
 def aiperf_processes() -> set[int]:

@@ -194,7 +194,7 @@ class NetnsCluster(SlurmDaemons):
 
     @classmethod
     def start(cls, root: Path, nodes: int = 3, *, attacker: bool = True,
-              timeout_s: float = 30.0) -> NetnsCluster:
+              timeout_s: float = 30.0, slurmd_timeout_s: int | None = None) -> NetnsCluster:
         remove_stale()
         tag = next(_tags)
         members = tuple(SlurmNode(f"n{k}", node_address(k)) for k in range(1, nodes + 1))
@@ -211,7 +211,8 @@ class NetnsCluster(SlurmDaemons):
                 cluster.attacker = cluster.network.add("x", ATTACKER_ADDRESS)
             # Bound to every address: the host name resolves to 127.0.0.1, which the nodes' own
             # loopback shadows, so slurmctld must answer at the bridge address too.
-            cluster.write_config(BRIDGE_ADDRESS, CTLD_PORT, SLURMD_PORT, bind_any=True)
+            cluster.write_config(BRIDGE_ADDRESS, CTLD_PORT, SLURMD_PORT, bind_any=True,
+                                 slurmd_timeout_s=slurmd_timeout_s)
             cluster.start_controller()
             for node in members:
                 cluster.run_daemon(*cluster.command_in(node.name, binary("slurmd"), "-N",

@@ -66,7 +66,8 @@ class SlurmNode:
 
 
 def slurm_conf(root: Path, *, controller_address: str, nodes: Sequence[SlurmNode],
-               ctld_port: int, slurmd_port: int, bind_any: bool) -> str:
+               ctld_port: int, slurmd_port: int, bind_any: bool,
+               slurmd_timeout_s: int | None = None) -> str:
     """slurm.conf for slurmctld on this machine at `controller_address` and one slurmd per
     node; every path a slurmd writes carries its node name (%n), so several run side by
     side. `bind_any` False: every daemon (slurmctld too) and srun bind the address the host
@@ -94,6 +95,8 @@ def slurm_conf(root: Path, *, controller_address: str, nodes: Sequence[SlurmNode
         "MpiDefault=none",
         "ReturnToService=2",
         "KillWait=5",
+        # How long a silent slurmd takes to be marked DOWN (Slurm's default: 300 s).
+        *([f"SlurmdTimeout={slurmd_timeout_s}"] if slurmd_timeout_s else []),
         f"SlurmctldPort={ctld_port}",
         f"SlurmdPort={slurmd_port}",
         f"StateSaveLocation={root}/state",
@@ -127,7 +130,7 @@ class SlurmDaemons:
         return os.environ | {"SLURM_CONF": str(self.conf)}
 
     def write_config(self, controller_address: str, ctld_port: int, slurmd_port: int,
-                     bind_any: bool) -> None:
+                     bind_any: bool, slurmd_timeout_s: int | None = None) -> None:
         for sub in ("munge", "state", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         (self.root / "munge").chmod(0o700)
@@ -136,7 +139,8 @@ class SlurmDaemons:
         key.chmod(0o400)
         self.conf.write_text(slurm_conf(self.root, controller_address=controller_address,
                                         nodes=self.nodes, ctld_port=ctld_port,
-                                        slurmd_port=slurmd_port, bind_any=bind_any))
+                                        slurmd_port=slurmd_port, bind_any=bind_any,
+                                        slurmd_timeout_s=slurmd_timeout_s))
 
     def start_controller(self) -> None:
         root = self.root

@@ -36,7 +36,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import GRAPHS, wait_until
+from conftest import single_head_data, wait_until
 from dis_serve.coordination.etcd_view import read_etcd
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
@@ -61,7 +61,7 @@ def _data(name: str, base: int, *, token_env: bool, client_certs: bool = False) 
     """The demo-3node graph on its own ports; with `token_env`, NATS's token from the
     environment (else the one dis-serve makes: the default); with `client_certs`, a frontend
     that asks for the graph's client certificate."""
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), name, base)
+    data = relocate(single_head_data("demo-3node-slurm.yaml"), name, base)
     if token_env:
         data["coordination"]["nats"]["auth"] = {"token_env": TOKEN_ENV}
     if client_certs:

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from chat_load import stream_chat
-from conftest import GRAPHS, wait_until
+from conftest import single_head_data, wait_until
 from dis_serve.engines import engine_for
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
@@ -46,7 +46,7 @@ NODES = ("n1", "n2", "n3")
 
 
 def _topology() -> Topology:
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()),
+    data = relocate(single_head_data("demo-3node-slurm.yaml"),
                     "it-hosts3", BASE)
     data["placement"] = {"hosts": {"nodes": [
         {"name": name, "address": f"198.18.0.1{k}"} for k, name in enumerate(NODES, 1)]}}
@@ -187,7 +187,7 @@ class PreparedGraph:
 def prepared(netns_cluster, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("hosts-prepared")
     home = tmp_path / "home"
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), PREPARED,
+    data = relocate(single_head_data("demo-3node-slurm.yaml"), PREPARED,
                     PREPARED_BASE)
     data["placement"] = {"hosts": {"nodes": [
         {"name": name, "address": f"198.18.0.1{k}"} for k, name in enumerate(NODES, 1)]}}
@@ -266,7 +266,7 @@ def test_down_by_name_stops_every_node_and_clears_the_heads_data_even_without_it
     serves on without it, and on `down` stops its node and removes etcd's and NATS's data
     itself, which its keeper would have."""
     data_dir = coordination_data_dir(Topology.model_validate_json(
-        (prepared.run / "topology.json").read_text()), os.environ)
+        (prepared.run / "topology.json").read_text()), os.environ, node=NODES[0])
     assert data_dir.is_dir() and lock_file(data_dir).is_file()
     keeper = prepared.scripts["n1"]
     assert "agent" in psutil.Process(keeper.pid).cmdline()  # what the script exec'd

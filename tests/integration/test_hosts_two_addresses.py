@@ -15,9 +15,8 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-import yaml
 
-from conftest import GRAPHS, wait_until
+from conftest import single_head_data, wait_until
 from dis_serve.engines import engine_for
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.model_card import write_model_card
@@ -34,7 +33,7 @@ TOKEN = "it-hosts-token-5f3a9c"
 
 
 def _topology(tmp_path: Path) -> Topology:
-    data = relocate(yaml.safe_load((GRAPHS / "demo-two-hosts.yaml").read_text()),
+    data = relocate(single_head_data("demo-two-hosts.yaml"),
                     "it-hosts", BASE)
     data["coordination"]["nats"]["auth"] = {"token_env": TOKEN_ENV}
     return Topology.model_validate(data)

@@ -26,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import GRAPHS, wait_until
+from conftest import single_head_data, wait_until
 from dis_serve.engines import engine_for
 from dis_serve.launch.rundir import RunDir
 from dis_serve.placements.slurm.queue import read_job
@@ -43,7 +43,7 @@ HEAD = "198.18.0.11"
 
 
 def _topology(tmp_path: Path, name: str) -> Path:
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), name, BASE)
+    data = relocate(single_head_data("demo-3node-slurm.yaml"), name, BASE)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -134,9 +134,11 @@ def _up(cluster: NetnsCluster, home: Path, topology: Path, name: str):
 
 
 def _data_dir(name: str, job_id: str) -> Path:
-    """Where the head's agent keeps etcd's and NATS's data (launch/node_data.py)."""
+    """Where the head's agent keeps etcd's and NATS's data (launch/node_data.py: each
+    node's own, `@<node>`)."""
     user = pwd.getpwuid(os.geteuid()).pw_name
-    return Path(os.environ.get("TMPDIR", "/tmp")) / f"dis-serve-{user}" / f"{name}-{job_id}"
+    return (Path(os.environ.get("TMPDIR", "/tmp")) / f"dis-serve-{user}"
+            / f"{name}-{job_id}@node0")
 
 
 def _nothing_left(cluster: NetnsCluster, run: RunDir) -> None:

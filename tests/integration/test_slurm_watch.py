@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from chat_load import StreamingChats, stream_chat
-from conftest import GRAPHS, wait_until
+from conftest import single_head_data, wait_until
 from dis_serve.launch.rundir import RunDir
 from relocate import relocate
 
@@ -47,7 +47,7 @@ def _cli(cluster, home: Path, *args: str, timeout: float = 120
 def graph(netns_cluster, tmp_path_factory):
     """The 3-node graph, up and ready; (cluster, home, run). `down` at the end."""
     home = tmp_path_factory.mktemp("watch-home")
-    data = relocate(yaml.safe_load((GRAPHS / "demo-3node-slurm.yaml").read_text()), NAME, BASE)
+    data = relocate(single_head_data("demo-3node-slurm.yaml"), NAME, BASE)
     topology = home / f"{NAME}.yaml"
     topology.write_text(yaml.safe_dump(data))
     up = _cli(netns_cluster, home, "up", str(topology), "--detach", timeout=240)
@@ -85,7 +85,8 @@ def test_status_and_doctor_list_every_nodes_processes_and_the_registrations(grap
     doctor = _cli(cluster, home, "doctor", NAME, "--json", "--window", "1")
     assert doctor.returncode in (0, 1), doctor.stdout + doctor.stderr
     report = json.loads(doctor.stdout)
-    assert report["etcd"]["url"] == f"http://198.18.0.11:{BASE + 1}"
+    # etcd in the scheme it speaks (the graph's TLS), as the run record lists it
+    assert report["etcd"]["url"] == f"https://198.18.0.11:{BASE + 1}"
     workers = {(r["component"], r["address"].split(":")[0])
                for r in report["etcd"]["registrations"] if r.get("address")}
     assert workers == {("backend", "198.18.0.12"), ("backend", "198.18.0.13"),

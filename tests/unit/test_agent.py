@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GRAPHS
+from conftest import GRAPHS, single_head_topology
 from dis_serve.errors import UserInputError
-from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.agent import NodeRunDir, node_launch_plan, runtime_values
 from dis_serve.launch.node_data import claim_data_dir, coordination_data_dir
 from dis_serve.placements.slurm.sbatch import render_slurm_plan
 from dis_serve.render.run_layout import ADDRESSES_FILE
 from dis_serve.topology import Topology
 
-THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+# Services on the head alone: the replicated layout's own tests are below.
+THREE_NODES = single_head_topology(GRAPHS / "demo-3node-slurm.yaml")
 ADDRESSES = "NODE_ADDR_0=198.18.0.11\nNODE_ADDR_1=198.18.0.12\nNODE_ADDR_2=198.18.0.13\n"
 
 

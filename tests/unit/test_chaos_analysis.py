@@ -90,3 +90,14 @@ def test_a_fault_on_a_process_the_graph_lacks_names_the_real_ones(run_cli, tmp_p
     path.write_text(yaml.safe_dump(data))
     assert_one_line_error(run_cli("chaos", "--scenario", path), "faults[0].process",
                           "decode-7", "prefill-0")
+
+
+def test_a_node_killed_outright_recovers_once_the_graph_serves_without_it():
+    scenario = _scenario(max_recovery_s=10)
+    lost = Injection(Fault(at_s=2, action=FaultAction.KILL, node="node0"), None, 2 * S, 2 * S)
+    samples = [Sample(at_ns=int(3.0 * S), serving=False, pids={}),
+               Sample(at_ns=int(8.5 * S), serving=False, pids={},
+                      lost_nodes=frozenset({"node0"}))]
+    outcome = analyse(scenario.model_copy(update={"faults": [lost.fault]}), "demo",
+                      [_record(i, i * 0.5) for i in range(10)], None, [lost], samples)
+    assert outcome.faults[0].recovery_s == 6.5

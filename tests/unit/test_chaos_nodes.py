@@ -46,3 +46,8 @@ def test_a_node_on_a_graph_that_runs_on_one_machine_is_refused():
     with pytest.raises(UserInputError, match="runs on one machine"):
         check_targets(DEMO, _scenario({"at_s": 1, "action": "kill", "process": "decode-0",
                                        "node": "node1"}), "s.yaml")
+
+
+def test_head_names_the_graphs_head_node_whatever_its_name():
+    check_targets(THREE_NODES, _scenario({"at_s": 1, "action": "kill", "node": "head"}),
+                  "s.yaml")

@@ -55,8 +55,9 @@ def test_render_all_writes_local_plan_script_engine_configs_and_manifest(run_cli
     assert decode["tensor_parallel_size"] == 2
     kinds = [d["kind"] for d in yaml.safe_load_all((tmp_path / "k8s" / "deployment.yaml")
                                                     .read_text())]
+    # Two frontend replicas in a cluster, at most one drained at a time (issue 29).
     assert kinds == ["PersistentVolumeClaim", "Job", "ConfigMap", "NetworkPolicy",
-                     "DynamoGraphDeployment"]
+                     "PodDisruptionBudget", "DynamoGraphDeployment"]
 
 
 def test_render_rejects_an_unknown_target(run_cli, tmp_path):

@@ -9,12 +9,14 @@ from conftest import GRAPHS, assert_one_line_error
 
 
 def test_validate_shows_which_processes_land_on_which_node(run_cli):
+    # Each node runs a frontend replica with its balancer and a NATS member (issue 29: a
+    # two-node graph survives either frontend's node); etcd stays one, on the head.
     result = run_cli("validate", GRAPHS / "demo-two-hosts.yaml")
     assert result.exit_code == 0, result.stderr
     head = next(line for line in result.stdout.splitlines() if "head (head)" in line)
     workers = next(line for line in result.stdout.splitlines() if "127.0.0.3" in line)
-    assert "etcd, nats, frontend" in head
-    assert "prefill-0, decode-0" in workers
+    assert "etcd, nats-0, frontend-0, balancer-0" in head
+    assert "nats-1, frontend-1, balancer-1, prefill-0," in workers
 
 
 def test_validate_warns_about_kv_crossing_nodes_over_tcp(run_cli, tmp_path):

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from conftest import GRAPHS
-from dis_serve.inputs.yaml_input import load_model_file
+from conftest import GRAPHS, single_head_topology
 from dis_serve.launch.cluster_tls import node_server_names, prepare_node_tls, write_cluster_ca
 from dis_serve.launch.preflight import exposure_warnings
 from dis_serve.launch.rundir import RunDir
@@ -25,7 +24,7 @@ from dis_serve.render.shell_words import runtime
 from dis_serve.security.pki_files import EndpointTls, node_pki_paths
 from dis_serve.topology import ProcessKind, Topology
 
-BASE = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+BASE = single_head_topology(GRAPHS / "demo-3node-slurm.yaml")
 ADDRESSES = ["198.18.0.11", "198.18.0.12", "198.18.0.13"]
 RUN = runtime("RUN_DIR")
 
@@ -97,9 +96,10 @@ def test_the_default_https_frontend_adds_no_warning():
 def test_the_head_certificate_also_names_frontend_host_and_the_others_only_their_address():
     topo = Topology.model_validate(BASE.model_dump(mode="json", exclude_unset=True)
                                    | {"frontend": {"host": "198.18.0.99"}})
-    assert node_server_names(topo, "198.18.0.11", head=True) == ["198.18.0.11", "198.18.0.99"]
-    assert node_server_names(topo, "198.18.0.12", head=False) == ["198.18.0.12"]
-    assert node_server_names(BASE, "198.18.0.11", head=True) == ["198.18.0.11"]
+    assert node_server_names(topo, "198.18.0.11", serves_clients=True) == [
+        "198.18.0.11", "198.18.0.99"]
+    assert node_server_names(topo, "198.18.0.12", serves_clients=False) == ["198.18.0.12"]
+    assert node_server_names(BASE, "198.18.0.11", serves_clients=True) == ["198.18.0.11"]
 
 
 def test_the_head_agent_signs_a_certificate_its_frontend_host_is_checked_against(tmp_path):

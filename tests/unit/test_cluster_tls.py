@@ -13,10 +13,10 @@ import pytest
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from conftest import GRAPHS
+from conftest import GRAPHS, single_head_topology
 from dis_serve.errors import UserInputError
-from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.cluster_tls import prepare_node_tls, write_cluster_ca
+from dis_serve.launch.node_configs import NodeContext, write_node_configs
 from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan
 from dis_serve.render.launch_plan import NATS_TOKEN_ENV
 from dis_serve.render.shell_words import runtime
@@ -24,7 +24,7 @@ from dis_serve.render.tls_planes import ETCD_CLIENT_PEM_ENV
 from dis_serve.security.pki_files import node_pki_paths, pki_paths
 from dis_serve.topology import ProcessKind, Topology
 
-THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+THREE_NODES = single_head_topology(GRAPHS / "demo-3node-slurm.yaml")
 ADDRESSES = ["198.18.0.11", "198.18.0.12", "198.18.0.13"]
 
 
@@ -83,8 +83,10 @@ def test_the_keys_are_0600_in_0700_directories_and_never_in_the_plan(tmp_path):
 def test_the_head_writes_the_nats_config_with_its_own_certificate_and_a_token_reference(
         tmp_path):
     write_cluster_ca(THREE_NODES, tmp_path)
-    head = _plan(tmp_path).head
+    plan = _plan(tmp_path)
+    head = plan.head
     secrets = prepare_node_tls(THREE_NODES, head, {}, tmp_path)
+    write_node_configs(NodeContext.of(THREE_NODES, plan, head, {}, tmp_path, tmp_path / "data"))
     config = (tmp_path / "nats.conf").read_text()
     assert "verify: true" in config and f"tls/node-{head.name}/server.pem" in config
     assert f"token: ${NATS_TOKEN_ENV}" in config

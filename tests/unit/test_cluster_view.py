@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import GRAPHS
-from dis_serve.inputs.yaml_input import load_model_file
+from conftest import GRAPHS, single_head_topology
 from dis_serve.launch.agent_contact import (
     HEARTBEAT_STALE_S,
     Heartbeat,
@@ -18,9 +17,8 @@ from dis_serve.launch.agent_contact import (
 from dis_serve.launch.status import GraphPhase, GraphStatus, ProcessState, ProcessStatus
 from dis_serve.placements.cluster.view import NodeLook, fold
 from dis_serve.placements.slurm.sbatch import render_slurm_plan
-from dis_serve.topology import Topology
 
-THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+THREE_NODES = single_head_topology(GRAPHS / "demo-3node-slurm.yaml")
 PLAN = render_slurm_plan(THREE_NODES, run_dir="/run")  # node0: infra + prefill-0; node1, node2
 
 

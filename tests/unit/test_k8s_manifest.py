@@ -374,7 +374,7 @@ def test_the_frontend_reads_the_router_policy_where_its_config_map_is_mounted():
 
 
 BUILT_IN_KINDS = {"Namespace", "PersistentVolumeClaim", "Job", "ConfigMap", "Secret",
-                  "NetworkPolicy", "Service"}
+                  "NetworkPolicy", "Service", "PodDisruptionBudget"}
 
 
 def _rendered_directory(graph: str, tmp_path) -> list[dict]:

@@ -5,8 +5,7 @@ here."""
 
 from __future__ import annotations
 
-from conftest import GRAPHS
-from dis_serve.inputs.yaml_input import load_model_file
+from conftest import GRAPHS, single_head_topology
 from dis_serve.launch.agent import NodeRunDir, node_launch_plan, runtime_values
 from dis_serve.launch.cluster_tls import write_cluster_ca
 from dis_serve.launch.node_stop import STOP_WAIT_S, CrossNodeStop, stop_blockers
@@ -19,9 +18,9 @@ from dis_serve.launch.status import (
 from dis_serve.launch.supervisor import Supervisor
 from dis_serve.placements.slurm.sbatch import render_slurm_plan
 from dis_serve.render.run_layout import ADDRESSES_FILE
-from dis_serve.topology import ProcessKind, Topology
+from dis_serve.topology import ProcessKind
 
-THREE_NODES = load_model_file(Topology, GRAPHS / "demo-3node-slurm.yaml")
+THREE_NODES = single_head_topology(GRAPHS / "demo-3node-slurm.yaml")
 ADDRESSES = "NODE_ADDR_0=198.18.0.11\nNODE_ADDR_1=198.18.0.12\nNODE_ADDR_2=198.18.0.13\n"
 
 

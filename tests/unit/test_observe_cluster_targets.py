@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import GRAPHS
+from conftest import GRAPHS, single_head_topology
 from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.observe.cluster_targets import (
     dump_targets,
@@ -36,6 +36,11 @@ def _topo(graph: str) -> Topology:
     return load_model_file(Topology, GRAPHS / f"{graph}.yaml")
 
 
+def _single_head(graph: str) -> Topology:
+    """The graph with one frontend, on the head (the replicas' targets: test below)."""
+    return single_head_topology(GRAPHS / f"{graph}.yaml")
+
+
 def _write(directory: Path, files: dict[str, str]) -> Path:
     for relative, text in files.items():
         (directory / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +54,7 @@ def _promtool(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_each_slurm_node_lists_its_processes_at_the_address_the_job_resolved():
-    plan = render_slurm_plan(_topo("demo-two-hosts"))
+    plan = render_slurm_plan(_single_head("demo-two-hosts"))
     files = graph_targets(plan, SLURM_ADDRESSES)
     assert {path: [(t["targets"], t["labels"]["process"], t["labels"]["pool"],
                     t["labels"]["node"]) for t in targets]
@@ -60,7 +65,7 @@ def test_each_slurm_node_lists_its_processes_at_the_address_the_job_resolved():
 
 
 def test_a_hosts_node_with_a_literal_address_needs_no_resolved_values():
-    plan = render_hosts_plan(_topo("demo-two-hosts"))
+    plan = render_hosts_plan(_single_head("demo-two-hosts"))
     (worker,) = [n for n in plan.nodes if not n.head]
     assert [t["targets"] for t in node_targets(plan, worker.index, {})] == [
         ["127.0.0.3:9100"], ["127.0.0.3:9101"]]
@@ -92,7 +97,7 @@ def test_promtool_accepts_the_rendered_cluster_config(graph, render_plan, tmp_pa
 
 @needs_promtool
 def test_prometheus_discovers_every_written_target_with_its_labels(tmp_path):
-    plan = render_slurm_plan(_topo("demo-two-hosts"))
+    plan = render_slurm_plan(_single_head("demo-two-hosts"))
     files = render_cluster_observability(plan)
     files |= {path: dump_targets(t) for path, t in graph_targets(plan, SLURM_ADDRESSES).items()}
     config = _write(tmp_path, files)
@@ -104,6 +109,15 @@ def test_prometheus_discovers_every_written_target_with_its_labels(tmp_path):
     assert found == {("198.18.0.11:8000", "frontend", "head"),
                      ("198.18.0.12:9100", "prefill", "workers"),
                      ("198.18.0.12:9101", "decode", "workers")}
+
+
+def test_each_frontend_replica_is_scraped_at_its_own_address_not_the_balancers():
+    plan = render_slurm_plan(_topo("demo-two-hosts"))
+    files = graph_targets(plan, SLURM_ADDRESSES)
+    frontends = [(t["targets"], t["labels"]["process"]) for targets in files.values()
+                 for t in targets if t["labels"]["pool"] == "frontend"]
+    assert frontends == [(["198.18.0.11:8001"], "frontend-0"),
+                         (["198.18.0.12:8002"], "frontend-1")]
 
 
 def test_render_writes_the_file_discovery_config_beside_the_hosts_and_slurm_scripts(

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from conftest import GRAPHS
+from conftest import GRAPHS, single_head
 from dis_serve.render.cluster_plan import ClusterContext, render_cluster_plan
 from dis_serve.render.node_layout import kv_transfer_mib, node_layout, placement_warnings
 from dis_serve.topology import PlacementKind, Topology
@@ -31,7 +31,7 @@ def test_no_placement_is_local():
 
 
 def test_the_head_node_runs_etcd_nats_and_frontend_and_workers_pack_by_gpu_count():
-    topo = _topo(DEMO, TWO_HOSTS, hardware={"nodes": 2, "gpus_per_node": 8})
+    topo = _topo(single_head(DEMO), TWO_HOSTS, hardware={"nodes": 2, "gpus_per_node": 8})
     head, gpu1 = node_layout(topo)
     assert head.processes == ["etcd", "nats", "frontend"]
     assert gpu1.processes == ["prefill-0", "decode-0"]
@@ -43,7 +43,8 @@ EXTERNAL_ETCD_NO_NATS = {"etcd": {"mode": "external", "url": "http://10.0.0.9:23
 
 
 def test_the_head_node_shows_no_etcd_or_nats_when_they_are_external_or_off():
-    topo = _topo(DEMO, TWO_HOSTS, hardware={"nodes": 2}, coordination=EXTERNAL_ETCD_NO_NATS)
+    topo = _topo(single_head(DEMO), TWO_HOSTS, hardware={"nodes": 2},
+                 coordination=EXTERNAL_ETCD_NO_NATS)
     head, _ = node_layout(topo)
     assert head.processes == ["frontend"]
 

@@ -31,4 +31,5 @@ def test_relocation_keeps_the_other_coordination_settings():
     demo["coordination"] = {"event_plane": "zmq", "nats": {"mode": "embedded"}}
     moved = relocate(demo, "copy", 23000)
     assert moved["coordination"]["event_plane"] == "zmq"
-    assert moved["coordination"]["nats"] == {"mode": "embedded", "port": 23003}
+    assert moved["coordination"]["nats"] == {"mode": "embedded", "port": 23003,
+                                             "cluster_port": 23005}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import re
 
-from conftest import GRAPHS
+from conftest import GRAPHS, single_head
 from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.placements.slurm.sbatch import render_sbatch_script, render_slurm_plan
@@ -138,7 +138,9 @@ def test_sbatch_options_come_from_the_placement():
 
 
 def test_a_nats_token_is_read_at_run_time_and_never_written_into_a_script():
-    topo = _with(TWO_HOSTS, coordination={"nats": {"auth": {"token_env": "GRAPH_NATS_TOKEN"}}})
+    topo = Topology.model_validate(single_head(
+        TWO_HOSTS.model_dump(mode="json", exclude_unset=True)
+        | {"coordination": {"nats": {"auth": {"token_env": "GRAPH_NATS_TOKEN"}}}}))
     head = render_hosts_files(topo)["node-head.sh"]
     assert 'NATS_AUTH_TOKEN="${GRAPH_NATS_TOKEN:?set GRAPH_NATS_TOKEN to the NATS token}"' \
         in head

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GRAPHS
+from conftest import GRAPHS, single_head_topology
 from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.placements.files import Target, render_files
 from dis_serve.render.cluster_plan import ClusterPlan
@@ -32,8 +32,8 @@ def test_rendering_the_rendered_topology_json_gives_the_same_files(graph, target
 
 
 def test_a_two_host_graph_re_rendered_keeps_its_frontend_on_the_head_address(tmp_path):
-    files = render_files(load_model_file(Topology, GRAPHS / "demo-two-hosts.yaml"),
-                         Target.HOSTS, OUT)
+    files = render_files(single_head_topology(GRAPHS / "demo-two-hosts.yaml"), Target.HOSTS,
+                         OUT)
     (tmp_path / "topology.json").write_text(files["hosts/topology.json"])
     again = render_files(load_model_file(Topology, tmp_path / "topology.json"), Target.HOSTS,
                          OUT)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import GRAPHS
+from conftest import GRAPHS, single_head_topology
 from dis_serve.inputs.yaml_input import load_model_file
 from dis_serve.launch.graph import prepare_run
 from dis_serve.launch.run_record import build_record
@@ -28,7 +28,7 @@ def _graph(name: str) -> Topology:
 
 
 def test_preparing_a_hosts_graph_records_its_nodes_addresses_endpoint_and_tls(tmp_path):
-    handle = handle_for(_graph("demo-two-hosts.yaml"), tmp_path)
+    handle = handle_for(single_head_topology(GRAPHS / "demo-two-hosts.yaml"), tmp_path)
     handle.start(StartOptions())
     record = handle.run.read_record()
     assert record is not None and record == handle.record
@@ -42,6 +42,19 @@ def test_preparing_a_hosts_graph_records_its_nodes_addresses_endpoint_and_tls(tm
     assert record.tls.planes == pki_paths(handle.run.path.resolve() / "tls")
     assert record.job_id is None and "dis-serve" in record.versions
     assert record.processes[:3] == ["etcd", "nats", "frontend"]
+
+
+def test_a_replicated_graphs_record_lists_every_member_and_where_each_service_runs(
+        tmp_path):
+    handle = handle_for(_graph("demo-two-hosts.yaml"), tmp_path)
+    handle.start(StartOptions())
+    record = handle.run.read_record()
+    assert [n.services for n in record.nodes] == [
+        [ProcessKind.ETCD, ProcessKind.NATS, ProcessKind.FRONTEND, ProcessKind.BALANCER],
+        [ProcessKind.NATS, ProcessKind.FRONTEND, ProcessKind.BALANCER]]
+    assert record.endpoints.etcd == ["https://127.0.0.2:2379"]
+    assert record.endpoints.nats == ["tls://127.0.0.2:4222", "tls://127.0.0.3:4222"]
+    assert record.endpoints.frontend == "https://127.0.0.2:8000"  # the head's balancer
 
 
 def test_a_local_up_records_its_placement_before_anything_starts(tmp_path):

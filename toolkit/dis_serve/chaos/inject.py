@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..launch.status import GraphPhase
+from ..launch.status import GraphPhase, ProcessState
 from ..placements.reports import ObservedGraph
 from .scenario import Fault
 
@@ -36,6 +36,19 @@ class Sample:
     at_ns: int
     serving: bool            # phase ready and every process ready
     pids: dict[str, int | None]
+    lost_nodes: frozenset[str] = frozenset()
+    """Nodes the graph serves without (degraded, every process of theirs gone)."""
+
+
+def lost_nodes(status: ObservedGraph) -> frozenset[str]:
+    """The nodes a degraded graph serves without: every process of theirs gone."""
+    if status.phase is not GraphPhase.DEGRADED:
+        return frozenset()
+    by_node: dict[str, list[bool]] = {}
+    for proc in status.processes:
+        if proc.node is not None:
+            by_node.setdefault(proc.node, []).append(proc.state is ProcessState.GONE)
+    return frozenset(node for node, gone in by_node.items() if gone and all(gone))
 
 
 class FaultInjector:
@@ -114,5 +127,6 @@ class StatusSampler:
                 at_ns=time.time_ns(),
                 serving=status.phase is GraphPhase.READY
                 and all(p.ready for p in status.processes),
-                pids={p.name: p.pid for p in status.processes}))
+                pids={p.name: p.pid for p in status.processes},
+                lost_nodes=lost_nodes(status)))
             self._stop.wait(self.period_s)

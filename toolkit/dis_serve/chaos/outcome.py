@@ -7,7 +7,9 @@ Pure: no processes, no files. Definitions:
   the same request (AIPerf's session number; same seed, same requests). Dynamo 1.6.1's
   mocker samples token ids at random per request, so the count is what can be compared.
 - recovery: from a fault (the end of a pause) to the first status sample in which the graph
-  is ready, every process ready, and a killed process replaced by a new pid.
+  is ready, every process ready, and a killed process replaced by a new pid; for a whole
+  node killed, also the first in which it serves without that node (degraded, every process
+  of the node gone): a lost node is not brought back by the graph.
 - goodput while degraded: requests that ended inside a recovery window, without error,
   whole, and within the SLA, per second of those windows.
 """
@@ -83,8 +85,14 @@ def _good(record: RequestRecord, scenario: ChaosScenario, expected: int) -> bool
 
 def recovery_ns(injection: Injection, samples: list[Sample]) -> int | None:
     """When the graph served again with every process after this fault, if it did."""
+    fault = injection.fault
+    node_lost = fault.process is None and fault.action.replaces_process
     for sample in samples:
-        if sample.at_ns < injection.ended_ns or not sample.serving:
+        if sample.at_ns < injection.ended_ns:
+            continue
+        if node_lost and fault.node in sample.lost_nodes:
+            return sample.at_ns
+        if not sample.serving:
             continue
         replaced = sample.pids.get(injection.fault.process) != injection.pid
         if replaced or not injection.fault.action.replaces_process or injection.pid is None:

@@ -28,9 +28,10 @@ from ..topology import Topology
 from .inject import FaultInjector, StatusSampler
 from .outcome import ChaosOutcome, analyse, recovery_ns
 from .request import ChaosRequest
-from .scenario import ChaosScenario
+from .scenario import HEAD_NODE, ChaosScenario
 
 if TYPE_CHECKING:
+    from ..launch.rundir import RunDir
     from ..placements.base import GraphHandle
     from ..placements.reports import ObservedGraph
 
@@ -45,6 +46,7 @@ def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -
 
     names = [p.name for p in plan_of(topo).processes]
     nodes = [n.name for n in node_layout(topo)] if topo.placement.kind.multi_node else []
+    nodes += [HEAD_NODE] if nodes else []
     for index, fault in enumerate(scenario.faults):
         if fault.process is not None and fault.process not in names:
             raise UserInputError(f"no process {fault.process!r} in graph {topo.name}",
@@ -55,6 +57,15 @@ def check_targets(topo: Topology, scenario: ChaosScenario, source: str | None) -
                                  key=f"faults[{index}].node",
                                  fix=("use one of " + ", ".join(nodes)) if nodes
                                  else "this graph runs on one machine: drop node")
+
+
+def _node_name(run: RunDir, node: str | None) -> str | None:
+    """A fault's node as the graph names it (`head`: its head node)."""
+    if node != HEAD_NODE:
+        return node
+    nodes = run.read_cluster_plan().nodes
+    return node if any(n.name == node for n in nodes) else next(n.name for n in nodes
+                                                                 if n.head)
 
 
 def run_chaos(request: ChaosRequest, *, after_bench: Sequence[AfterBench] = (),
@@ -135,8 +146,10 @@ def _measure(handle: GraphHandle, scenario: ChaosScenario, out_dir: Path, target
     say("run with faults: " + ", ".join(
         f"{f.action.value} {f.target} at {f.at_s:g} s" for f in scenario.faults_in_order))
     sampler = StatusSampler(handle.status)
+    faults = [f.model_copy(update={"node": _node_name(handle.run, f.node)})
+              for f in scenario.faults]
     injector = FaultInjector(
-        scenario.faults, lambda name: _pid_of(handle, name),
+        faults, lambda name: _pid_of(handle, name),
         lambda f: handle.fault(FaultOrder(action=f.action, process=f.process, node=f.node,
                                             duration_s=f.duration_s), lambda _text: None))
     sampler.start()

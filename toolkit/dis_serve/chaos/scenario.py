@@ -16,6 +16,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
+# The graph's head node, whatever its name (a scenario runs on Slurm and hosts alike).
+HEAD_NODE = "head"
+
+
 class Fault(_Strict):
     """One fault: what happens to which process, when."""
 
@@ -25,9 +29,10 @@ class Fault(_Strict):
         default=None, description="A process of the graph by name: etcd, nats, frontend, "
                                   "prefill-0, decode-1...")
     node: str | None = Field(
-        default=None, description="A node of a Slurm or hosts graph, as `status` names it: "
-                                  "with process, that process there; alone, every process "
-                                  "of the node and its agent (a hung or crashed node).")
+        default=None, description="A node of a Slurm or hosts graph, as `status` names it, "
+                                  "or `head` for the graph's head node: with process, that "
+                                  "process there; alone, every process of the node and its "
+                                  "agent (a hung or crashed node).")
     duration_s: float | None = Field(
         default=None, gt=0, le=600, description="pause only: how long it stays stopped.")
 

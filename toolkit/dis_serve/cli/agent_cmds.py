@@ -46,12 +46,14 @@ def inflict(request: InflictRequest) -> None:
 
 
 def clear_data(request: ClearDataRequest) -> None:
-    """On the head node (the Slurm batch script's exit, `down`): remove the graph's etcd and
-    NATS data directory unless a live agent still owns it (launch/node_data.py)."""
+    """On a node (the Slurm batch script's exit, `down`): remove the graph's data directories
+    on this machine (etcd and NATS members, the balancer) that no live agent owns any more
+    (launch/node_data.py)."""
     from pydantic import ValidationError
 
     from ..errors import UserInputError
     from ..launch.node_data import clear_data as clear
+    from ..launch.node_data import data_dir_nodes
     from ..launch.rundir import RunDir
 
     run = RunDir(request.run_dir)
@@ -60,7 +62,7 @@ def clear_data(request: ClearDataRequest) -> None:
     except (OSError, ValidationError) as exc:
         raise UserInputError(f"{run.topology_file} cannot be read ({type(exc).__name__})",
                              key="RUN_DIR", fix="pass the run directory `up` wrote") from None
-    if (path := clear(topo, os.environ)) is not None:
+    for path in clear(topo, os.environ, data_dir_nodes(run)):
         print(f"removed {path} (no agent owned it any more)")
 
 

@@ -37,14 +37,16 @@ def status_table(observed: ObservedGraph) -> Table:
     table = Table(title=f"{observed.name}: {observed.phase.value} ({observed.supervisor})",
                   title_justify="left")
     nodes = any(proc.node is not None for proc in observed.processes)
+    why = any(proc.why for proc in observed.processes)
     columns = ("process", *(("node",) if nodes else ()), "pid", "state", "port", "restarts",
-               "ready")
+               "ready", *(("why",) if why else ()))
     for column in columns:
         table.add_column(column, justify="right" if column in ("pid", "restarts") else "left")
     for proc in observed.processes:
         ports = ", ".join(str(p) for p in proc.ports.values()) or "-"
         table.add_row(proc.name, *((proc.node or "-",) if nodes else ()), str(proc.pid or "-"),
-                      proc.state.value, ports, str(proc.restarts), "yes" if proc.ready else "no")
+                      proc.state.value, ports, str(proc.restarts), "yes" if proc.ready else "no",
+                      *((proc.why or "",) if why else ()))
     return table
 
 
@@ -182,9 +184,9 @@ def status(request: StatusRequest) -> None:
         console.print(f"serving {observed.model_name} at {observed.endpoint} "
                       f"({observed.supervisor}{router})", markup=False)
         _print_registrations(handle)
-    if observed.verdict is StatusVerdict.DEGRADED:
+    if observed.verdict is not StatusVerdict.OK:
         for problem in observed.problems:
-            console.print(f"degraded: {problem}", markup=False)
+            console.print(f"{observed.phase.value}: {problem}", markup=False)
     if observed.supervisor_gone:
         console.print(f"the {observed.supervisor} is gone; the table is its last record; "
                       f"`dis-serve down {observed.name}` stops anything left", markup=False)

@@ -79,6 +79,8 @@ def render(request: RenderRequest) -> None:
                              source=str(request.file))
     for line in outcome.written:
         console.print(f"wrote {line}", markup=False)
+    for line in outcome.removed:
+        console.print(f"removed {line} (no longer rendered)", markup=False)
     for warning in outcome.warnings:
         console.print(f"note: {warning}", markup=False)
     for step in outcome.first_steps:

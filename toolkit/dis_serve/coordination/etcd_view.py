@@ -101,7 +101,17 @@ async def _lease_ttls(etcd: aetcd.Client, leases: set[int]) -> dict[int, tuple[i
 
 
 async def read_etcd(url: str, namespace: str, tls: PkiPaths | None = None) -> EtcdView:
-    """The namespace's registrations with their leases; the error, if etcd cannot be read."""
+    """The namespace's registrations with their leases, from the first of the members in
+    `url` (a comma-separated list) that answers; the last error, if none can be read."""
+    view = EtcdView(url=url, error="no etcd endpoint")
+    for endpoint in [part.strip() for part in url.split(",") if part.strip()]:
+        view = await _read_member(endpoint, namespace, tls)
+        if view.error is None:
+            return view
+    return view
+
+
+async def _read_member(url: str, namespace: str, tls: PkiPaths | None) -> EtcdView:
     try:
         async with client(url, tls) as etcd:
             keys = await namespace_keys(etcd, namespace)

@@ -27,8 +27,9 @@ def tls_context(tls: PkiPaths) -> ssl.SSLContext:
 
 
 async def connect(url: str, token: str | None = None, tls: PkiPaths | None = None) -> Client:
-    """A NATS connection; `token` for a server with token authentication, `tls` for one
-    that asks for the graph's client certificate."""
+    """A NATS connection to the first of the members in `url` (comma-separated) that takes
+    it; `token` for a server with token authentication, `tls` for one that asks for the
+    graph's client certificate."""
     import nats
 
     async def quiet(_exc: Exception) -> None:  # nats-py prints errors unless given a callback
@@ -36,11 +37,13 @@ async def connect(url: str, token: str | None = None, tls: PkiPaths | None = Non
 
     # nats-py 2.16 retries a refused first connect forever when max_reconnect_attempts is 0
     # (measured); one attempt and no wait ends it with NoServersError at once.
+    servers = [part.strip() for part in url.split(",") if part.strip()]
     return await asyncio.wait_for(
-        nats.connect(url, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False,
+        nats.connect(servers, connect_timeout=CONNECT_TIMEOUT_S, allow_reconnect=False,
                      max_reconnect_attempts=1, reconnect_time_wait=0, error_cb=quiet,
-                     token=token, tls=tls_context(tls) if tls else None),
-        timeout=2 * CONNECT_TIMEOUT_S)
+                     dont_randomize=True, token=token,
+                     tls=tls_context(tls) if tls else None),
+        timeout=(1 + len(servers)) * CONNECT_TIMEOUT_S)
 
 
 async def namespace_streams(nc: Client, namespace: str) -> list[StreamView]:

@@ -9,9 +9,13 @@ Signals (read from Dynamo 1.6.1's behaviour):
   endpoints whose registration makes it ready; the launch plan sets it for every worker.
 - the frontend: it can route the graph's model, `GET /v1/models/<model>/ready` answers 200
   (render/launch_plan.model_ready_path says what that means; over HTTPS with the graph's CA
-  when it serves HTTPS: the plan's `endpoint_tls`). Its `/health` and `/v1/models` are no
-  such test: a frontend just (re)started answers /health with 200 and chat requests with 404
-  for about half a second before it has discovered the model.
+  when it serves HTTPS: the plan's `endpoint_tls`), asked of that frontend itself (one of
+  several replicas answers at its own address, not at the graph's endpoint). Its `/health`
+  and `/v1/models` are no such test: a frontend just (re)started answers /health with 200
+  and chat requests with 404 for about half a second before it has discovered the model.
+- the balancer in front of several replicas: its monitor (a Unix socket) answers 200 while
+  a replica can route the model; keepalived (the floating address) answers nothing: it is
+  ready while it runs.
 - the router: the same `GET /v1/models/<model>/ready` counts, per worker type (prefill,
   decode), the workers the frontend's model manager has attached to the model in our
   namespace; that is what requests are routed across.
@@ -98,6 +102,10 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
     `starting`: the process is not ready yet, and a kind that is ready on accept
     (`ProcessKind.ready_on_accept`) is probed by a TCP connect to its probe's port."""
     probe = spec.readiness
+    if probe.kind is ProbeKind.RUNNING:
+        return Probe(answered=True, ready=True)
+    if probe.socket is not None:
+        return _probe_socket(probe.socket, probe.url or "", client)
     if starting and spec.kind.ready_on_accept and probe.url is not None:
         from urllib.parse import urlsplit
 
@@ -124,6 +132,21 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
         return Probe(answered=True,
                      ready=isinstance(body, dict) and body.get("status") == "ready")
     return Probe(answered=True, ready=True)
+
+
+def _probe_socket(socket_path: str, url: str, client: httpx.Client) -> Probe:
+    """An HTTP GET through a Unix socket (the balancer's monitor: 200 while it can route,
+    503 while no replica can), within the client's timeout."""
+    import httpx
+
+    timeout = client.timeout.read or PROBE_TIMEOUT_S
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=socket_path), timeout=timeout,
+                          trust_env=False) as local:
+            code = local.get(url).status_code
+    except httpx.HTTPError:
+        return Probe(answered=False, ready=False)
+    return Probe(answered=True, ready=code == 200)
 
 
 def frontend_can_route(client: httpx.Client, url: str) -> Probe:

@@ -43,8 +43,9 @@ from ..coordination.probes import http_client, router_view, tcp_accepts
 from ..engines import engine_for
 from ..errors import RunError, UserInputError
 from ..files.atomic_file import write_atomic
+from ..render.balancer import BID_FILE
 from ..render.cluster_plan import DATA_DIR_VAR, ClusterPlan, NodeProcesses, resolved_launch_plan
-from ..render.launch_plan import LaunchPlan
+from ..render.launch_plan import ETCD_CLUSTER_STATE_ENV, LaunchPlan, ProcessSpec
 from ..render.run_layout import (
     CLUSTER_PLAN_FILE,
     ENDPOINT_FILE,
@@ -55,13 +56,18 @@ from ..render.run_layout import (
     node_state_file,
 )
 from ..render.shell_words import runtime_names
+from ..render.tls_planes import node_pki
 from ..topology import ProcessKind, Topology
-from .agent_contact import keep_in_touch
+from ..topology.security import TlsMode
+from .agent_contact import keep_in_touch, read_heartbeat
 from .cluster_tls import prepare_node_tls
 from .disk_space import check_disk, needed_bytes
+from .etcd_members import MemberPlace, member_start_state
 from .events import describe
+from .floating_address import FloatingAddressWatch
 from .graph import write_worker_inputs
 from .keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
+from .node_configs import NodeContext, write_node_configs
 from .node_data import DataDirClaim, claim_data_dir, coordination_data_dir
 from .node_stop import CrossNodeStop
 from .rundir import PRIVATE_FILE, RunDir
@@ -149,18 +155,32 @@ def node_launch_plan(plan: ClusterPlan, node: str, values: dict[str, str], run_d
     return own, whole
 
 
-def _wait_for_head(whole: LaunchPlan, deadline: float, stop: threading.Event) -> None:
-    """Until etcd and NATS on the head node accept connections (RunError at the deadline)."""
-    infra = [p for p in whole.processes if p.kind in (ProcessKind.ETCD, ProcessKind.NATS)]
-    targets = [(spec.name, spec.probed_host, spec.ports["client"]) for spec in infra]
+def _remote_planes(whole: LaunchPlan, own: LaunchPlan) -> list[list[ProcessSpec]]:
+    """The planes this node's processes reach on other nodes, each a group of members of
+    which one accepting is enough: etcd unless a member runs here, NATS likewise."""
+    mine = {p.kind for p in own.processes}
+    return [[p for p in whole.processes if p.kind is kind and p.name not in
+             {q.name for q in own.processes}]
+            for kind in (ProcessKind.ETCD, ProcessKind.NATS)
+            if kind not in mine and any(p.kind is kind for p in whole.processes)]
+
+
+def _wait_for_planes(whole: LaunchPlan, own: LaunchPlan, deadline: float,
+                     stop: threading.Event) -> None:
+    """Until a member of each plane this node reaches elsewhere accepts connections (any
+    one: a lost node's member is not waited for). RunError at the deadline."""
+    groups = _remote_planes(whole, own)
     while not stop.is_set():
-        waiting = [t for t in targets if not tcp_accepts(t[2], t[1])]
+        waiting = [group for group in groups
+                   if not any(tcp_accepts(p.ports["client"], p.probed_host) for p in group)]
         if not waiting:
             return
         if time.monotonic() > deadline:
-            name, host, port = waiting[0]
-            raise RunError(f"{whole.name}: {name} on the head node ({host}:{port}) does not "
-                           "accept connections; start the head node's agent first")
+            spec = waiting[0][0]
+            raise RunError(f"{whole.name}: no {spec.kind.value} member accepts connections "
+                           f"(first: {spec.name} at {spec.probed_host}:"
+                           f"{spec.ports['client']}); start the agents of the nodes that run "
+                           "them")
         stop.wait(POLL_S)
 
 
@@ -188,6 +208,10 @@ def _write_missing_inputs(topo: Topology, own: LaunchPlan, run_dir: Path) -> Non
         write_worker_inputs(topo, run_dir, card)
 
 
+# The services that keep files on the node's own disk (node_data.py).
+_NODE_DATA_KINDS = (ProcessKind.ETCD, ProcessKind.NATS, ProcessKind.BALANCER, ProcessKind.VRRP)
+
+
 def run_agent(run_dir: Path, node: str) -> int:
     """Supervise `node`'s processes until SIGTERM/SIGINT/SIGHUP or failure; the exit status
     (0 after a requested stop, 1 after a failure). The supervisor runs under a keeper
@@ -195,27 +219,50 @@ def run_agent(run_dir: Path, node: str) -> int:
     run = NodeRunDir(run_dir.resolve(), node)
     topo = run.read_topology()
     cluster = run.read_cluster_plan()
-    head = node_processes(cluster, node).head
-    data_dir = coordination_data_dir(topo, os.environ)
+    share_of = node_processes(cluster, node)
+    data_dir = coordination_data_dir(topo, os.environ, node)
     values = runtime_values(cluster, node, run.path, data_dir=data_dir)
     own, whole = node_launch_plan(cluster, node, values, run.path, topo)
     run.prepare()
     # Owned before anything starts; a start refused here leaves the holder's data alone.
-    claim = claim_data_dir(data_dir, topo.name) if head else None
+    claim = (claim_data_dir(data_dir, topo.name)
+             if any(p.kind in _NODE_DATA_KINDS for p in share_of.processes) else None)
     try:
         # After the claim emptied the data directory of a killed agent's leftovers.
-        check_disk(f"{topo.name} on node {node}",
-                   needed_bytes(own, topo, data_dir if head else None),
+        check_disk(f"{topo.name} on node {node}", needed_bytes(own, topo, data_dir),
                    fix="point coordination.data_dir (etcd's and NATS's data) or the run "
                        "directory at a larger disk")
-        write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
         _write_missing_inputs(topo, own, run.path)
-        secrets = prepare_node_tls(topo, node_processes(cluster, node), values, run.path)
-        share = _NodeShare(run, topo, cluster, own, whole, secrets)
+        secrets = prepare_node_tls(topo, share_of, values, run.path)
+        write_node_configs(NodeContext(topo=topo, plan=cluster, whole=whole, node=share_of,
+                                       values=values, run_dir=run.path, data_dir=data_dir))
+        own = _with_member_state(topo, own, whole, node, run.path)
+        write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
+        share = _NodeShare(run, topo, cluster, own, whole, secrets, data_dir)
         return keep_supervised(run, _orphan_cleanup(share, claim))
     finally:
-        if claim is not None:  # the agent stops for good: etcd's and NATS's data go with it
+        if claim is not None:  # the agent stops for good: its node's data goes with it
             claim.release()
+
+
+def _with_member_state(topo: Topology, own: LaunchPlan, whole: LaunchPlan, node: str,
+                       run_dir: Path) -> LaunchPlan:
+    """The node's plan with its etcd member told how to start (etcd_members.py): a new
+    cluster, or joining the one the other members run."""
+    mine = [p for p in own.processes if p.kind is ProcessKind.ETCD]
+    members = [p for p in whole.processes if p.kind is ProcessKind.ETCD]
+    if not mine or len(members) < 2:
+        return own
+    spec = mine[0]
+    scheme = "https" if topo.security.tls.mode is not TlsMode.OFF else "http"
+    peer_port, client_port = spec.ports["peer"], spec.ports["client"]
+    place = MemberPlace(name=node, peer_url=f"{scheme}://{spec.probed_host}:{peer_port}",
+                        others=[f"{scheme}://{p.probed_host}:{client_port}"
+                                for p in members if p.name != spec.name])
+    state = member_start_state(place, node_pki(topo.security, run_dir, node))
+    updated = spec.model_copy(update={"env": {**spec.env, ETCD_CLUSTER_STATE_ENV: state}})
+    return own.model_copy(update={"processes": [updated if p is spec else p
+                                                for p in own.processes]})
 
 
 def _orphan_cleanup(share: _NodeShare, claim: DataDirClaim | None) -> Callable[[], int]:
@@ -241,6 +288,8 @@ class _NodeShare:
     own: LaunchPlan
     whole: LaunchPlan
     secrets: GraphSecrets
+    data_dir: Path
+    """The node's own data directory (node_data.py)."""
 
     @property
     def node(self) -> str:
@@ -250,9 +299,17 @@ class _NodeShare:
         print(f"[{self.node}] {line}", flush=True)
 
     def other_states(self) -> dict[str, GraphStatus | None]:
-        """The other nodes' agents' last view (state-<node>.json), None where none is."""
-        return {n.name: NodeRunDir(self.run.path, n.name).read_state()
-                for n in self.cluster.nodes if n.name != self.node}
+        """The other nodes' agents' last view (state-<node>.json), None where none is or
+        where the agent is gone (its heartbeat stale: a lost node's last view, which would
+        hold the stop back for nothing)."""
+        found = {}
+        for node in self.cluster.nodes:
+            if node.name == self.node:
+                continue
+            beat = read_heartbeat(self.run.path, node.name)
+            found[node.name] = (None if beat is None or beat.stale
+                                else NodeRunDir(self.run.path, node.name).read_state())
+        return found
 
 
 def _supervise_node(share: _NodeShare) -> int:
@@ -275,15 +332,15 @@ def _supervise_node(share: _NodeShare) -> int:
     keep_in_touch(share.run.path, share.node,
                   lambda: (share.say(f"{STOP_REQUEST_FILE}: stopping"), stop.set(),
                            supervisor.request_stop()))
-    head = node_processes(share.cluster, share.node).head
-    if not head:
-        share.say("waiting for etcd and NATS on the head node")
-        _wait_for_head(share.whole, time.monotonic() + budget, stop)
+    if _remote_planes(share.whole, share.own):
+        share.say("waiting for the etcd and NATS members on the other nodes")
+        _wait_for_planes(share.whole, share.own, time.monotonic() + budget, stop)
         if stop.is_set():
             return 0
+    watch = _floating_address_watch(share)
     thread = threading.Thread(target=supervisor.run, name=f"agent-{share.node}")
     thread.start()
-    if head:
+    if any(p.kind is ProcessKind.FRONTEND for p in share.own.processes):
         threading.Thread(target=_write_endpoint_when_complete,
                          args=(share.whole, share.run.path, supervisor),
                          name="endpoint", daemon=True).start()
@@ -291,4 +348,20 @@ def _supervise_node(share: _NodeShare) -> int:
     while not supervisor.finished.wait(0.5) and thread.is_alive():
         pass
     thread.join()
+    if watch is not None:
+        watch.stop()
     return 1 if supervisor.error else 0
+
+
+def _floating_address_watch(share: _NodeShare) -> FloatingAddressWatch | None:
+    """On a node that takes part in the floating address: its takeover bid, kept up to
+    date while the supervisor runs (floating_address.py)."""
+    floating = share.topo.frontend.floating_address
+    if floating is None or not any(p.kind is ProcessKind.VRRP for p in share.own.processes):
+        return None
+    others = [n.name for n in share.cluster.nodes if n.name != share.node
+              and any(p.kind is ProcessKind.VRRP for p in n.processes)]
+    watch = FloatingAddressWatch(address=floating.address, node=share.node, others=others,
+                                 run_dir=share.run.path, bid_file=share.data_dir / BID_FILE)
+    watch.start()
+    return watch

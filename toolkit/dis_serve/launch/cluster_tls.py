@@ -6,9 +6,10 @@ hosts script can take it from its environment), so the certificates are made in 
   key and the client certificate, into the run directory's `tls/` (0700, files 0600; the
   run directory is the user's own, on storage the nodes share or copied to each);
 - each node's agent, before its processes start: the node's server certificate, its own
-  address as SAN (on the head also `frontend.host`, which its HTTPS frontend may bind),
-  signed with that CA, into `tls/node-<name>/`; on the head node also the NATS server's
-  config (TLS block and token reference, never the token).
+  address as SAN (where clients call the node, also `frontend.host` and the floating
+  address), signed with that CA, into `tls/node-<name>/`; beside it, on a balancer's node,
+  the certificate and key in one file as haproxy reads them (and the client certificate
+  likewise). The NATS members' configs are node_configs.py's.
 Whoever can read the run directory can act as the graph either way (the client key is
 there), so the CA key beside it gives away nothing more.
 """
@@ -18,15 +19,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserInputError
-from ..files.atomic_file import write_atomic
-from ..files.private_path import PRIVATE_FILE, read_own_text
+from ..files.private_path import read_own_text
 from ..render.cluster_plan import NodeProcesses
-from ..render.launch_plan import nats_config
-from ..render.run_layout import NATS_CONFIG
 from ..render.shell_words import resolve_runtime
 from ..render.tls_planes import generates_nats_token, node_pki
-from ..security.pki_files import TLS_DIR, ca_key_path, pki_paths
-from ..topology import Topology
+from ..security.pki_files import (
+    TLS_DIR,
+    balancer_pem_path,
+    ca_key_path,
+    client_bundle_path,
+    pki_paths,
+)
+from ..topology import ProcessKind, Topology
 from ..topology.security import TlsMode
 from .secrets import GraphSecrets, graph_secrets
 
@@ -44,16 +48,26 @@ def write_cluster_ca(topo: Topology, run_dir: Path) -> None:
         write_nats_token(run_dir / TLS_DIR)
 
 
-def node_server_names(topo: Topology, address: str, head: bool) -> list[str]:
-    """The SANs of a node's server certificate: its address; on the head of a graph whose
-    frontend serves HTTPS, also the names clients call that frontend by (`frontend.host`,
-    or this machine's addresses and host names when it binds every interface)."""
+def node_server_names(topo: Topology, address: str, serves_clients: bool) -> list[str]:
+    """The SANs of a node's server certificate: its address; on a node that clients call
+    (the head's lone frontend, a balancer in front of replicas) of a graph that serves
+    HTTPS, also the names they call it by: the floating address, `frontend.host` (or this
+    machine's addresses and host names when it binds every interface)."""
     from ..security.host_names import frontend_names
 
     names = [address]
-    if head and topo.frontend_https and topo.frontend.host is not None:
-        names += frontend_names(topo.frontend.host)
+    if serves_clients and topo.frontend_https:
+        if topo.frontend.floating_address is not None:
+            names.append(topo.frontend.floating_address.address)
+        if topo.frontend.host is not None:
+            names += frontend_names(topo.frontend.host)
     return list(dict.fromkeys(names))
+
+
+def serves_clients(topo: Topology, node: NodeProcesses) -> bool:
+    """Whether clients call this node: it runs the balancer, or the lone frontend."""
+    entry = ProcessKind.BALANCER if topo.frontend_replicas > 1 else ProcessKind.FRONTEND
+    return any(p.kind is entry for p in node.processes)
 
 
 def _issue_node_certificate(topo: Topology, node: str, names: list[str], tls_dir: Path) -> None:
@@ -80,10 +94,27 @@ def prepare_node_tls(topo: Topology, node: NodeProcesses, values: dict[str, str]
     (`values` resolves the plan's run-time addresses), the head's NATS config; the secrets
     its processes get (launch/secrets.py: etcd's client PEMs, the NATS token)."""
     if topo.security.tls.mode is TlsMode.AUTO:
-        names = node_server_names(topo, resolve_runtime(node.address, values), node.head)
+        names = node_server_names(topo, resolve_runtime(node.address, values),
+                                  serves_clients(topo, node))
         _issue_node_certificate(topo, node.name, names, run_dir / TLS_DIR)
-    if node.head:
-        config = nats_config(topo, node_pki(topo.security, run_dir, node.name))
-        if config is not None:
-            write_atomic(run_dir / NATS_CONFIG, config, PRIVATE_FILE)
+    if any(p.kind is ProcessKind.BALANCER for p in node.processes):
+        _write_balancer_bundles(topo, node.name, run_dir)
     return graph_secrets(topo, run_dir)
+
+
+def _write_balancer_bundles(topo: Topology, node: str, run_dir: Path) -> None:
+    """haproxy reads a certificate and its key from one file: the node's (what it presents
+    to clients) and the graph's client certificate (what it presents to the replicas)."""
+    from ..security.certs import write_private_files
+
+    paths = node_pki(topo.security, run_dir, node)
+    if paths is None or not topo.frontend_https:
+        return
+    def bundle(cert: str, key: str) -> bytes:
+        return (read_own_text(Path(cert)) + read_own_text(Path(key))).encode()
+
+    tls_dir = run_dir / TLS_DIR
+    write_private_files(tls_dir / f"node-{node}", {
+        balancer_pem_path(tls_dir, node): bundle(paths.server_cert, paths.server_key)})
+    write_private_files(tls_dir, {
+        client_bundle_path(tls_dir): bundle(paths.client_cert, paths.client_key)})

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import PreflightError
 from ..render.launch_plan import LaunchPlan
 from ..render.run_layout import ETCD_DATA, NATS_DATA
-from ..topology import EtcdMode, NatsMode, Topology
+from ..topology import ProcessKind, Topology
 
 MIB = 1024 * 1024
 # etcd 3.5: the first WAL segment and the one its file pipeline preallocates next, 64,000,000
@@ -36,27 +36,21 @@ LOG_HEADROOM_BYTES = 16 * MIB
 # 886,781 bytes for 50,005 entries); the rest is a few small JSON files.
 CARD_BYTES_PER_TOKEN = 24
 CARD_FIXED_BYTES = 64 * 1024
+_COORDINATION_DATA = ((ProcessKind.ETCD, ETCD_DATA, ETCD_BYTES, "etcd's preallocated WAL"),
+                      (ProcessKind.NATS, NATS_DATA, NATS_BYTES, "NATS's JetStream store"))
 
 
 def needed_bytes(plan: LaunchPlan, topo: Topology,
-                 data_dir: Path | None) -> dict[str, tuple[int, str]]:
-    """What `plan`'s processes write before they serve: path -> (bytes, what). etcd's and
-    NATS's data go to `data_dir`: a local graph's run directory, a multi-node graph's head
-    node's own directory (node_data.py), None on its other nodes; the logs to the run
-    directory; the mocker's card where it is still to be written."""
-    coordination = coordination_needs(topo, data_dir) if data_dir is not None else {}
-    logs = {str(Path(plan.run_dir) / "logs"): (LOG_HEADROOM_BYTES, "the logs")}
-    return coordination | logs | card_needs(plan, topo)
-
-
-def coordination_needs(topo: Topology, data_dir: Path) -> dict[str, tuple[int, str]]:
-    """The embedded etcd's and NATS's data under `data_dir` at start."""
-    needs: dict[str, tuple[int, str]] = {}
-    if topo.coordination.etcd.mode is EtcdMode.EMBEDDED:
-        needs[str(data_dir / ETCD_DATA)] = (ETCD_BYTES, "etcd's preallocated WAL")
-    if topo.coordination.nats.mode is NatsMode.EMBEDDED:
-        needs[str(data_dir / NATS_DATA)] = (NATS_BYTES, "NATS's JetStream store")
-    return needs
+                 data_dir: Path) -> dict[str, tuple[int, str]]:
+    """What `plan`'s processes write before they serve: path -> (bytes, what). Its etcd's
+    and NATS's data go to `data_dir` (a local graph's run directory, a multi-node graph's
+    node's own directory: node_data.py), the logs to the run directory, the mocker's card
+    where it is still to be written."""
+    kinds = {spec.kind for spec in plan.processes}
+    needs = {str(data_dir / data): (size, what)
+             for kind, data, size, what in _COORDINATION_DATA if kind in kinds}
+    needs[str(Path(plan.run_dir) / "logs")] = (LOG_HEADROOM_BYTES, "the logs")
+    return needs | card_needs(plan, topo)
 
 
 def card_needs(plan: LaunchPlan, topo: Topology) -> dict[str, tuple[int, str]]:

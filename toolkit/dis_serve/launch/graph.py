@@ -86,6 +86,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     binaries = find_binaries(topo)
     plan = render_launch_plan(topo, RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
+        haproxy_bin=binaries.haproxy,
         nats_bin=binaries.nats, model_path=local_model_dir(topo)))
     check_memory(plan, topo)
     claim_ports(plan, lock)

@@ -5,8 +5,9 @@ The run directory of a Slurm graph is on shared storage (every node reads it), w
 wrong place for a key-value store's write-ahead log and JetStream's files: slow, shared with
 every other job, and carried over into the next job of the same graph. The head node's
 agent keeps them under `coordination.data_dir` (default `$TMPDIR`, else `/tmp`) in
-`dis-serve-<user>/<graph>[-<Slurm job id>]`, both made 0700 and checked to be ours (another
-user may have made them first in a shared /tmp).
+`dis-serve-<user>/<graph>[-<Slurm job id>]@<node>` (every node that runs an etcd or NATS
+member or a balancer has its own), both made 0700 and checked to be ours (another user may
+have made them first in a shared /tmp).
 
 Ownership is an exclusive `flock` on `<dir>.lock` beside the directory, taken by the agent
 before it makes the directory and held as long as the agent lives: the forked supervisor
@@ -41,6 +42,7 @@ from pathlib import Path
 from ..errors import RunError
 from ..files.private_path import ensure_private_dir, open_private
 from ..topology import Topology
+from .rundir import RunDir
 
 # Node-local by intent; the subdirectories made in it are 0700 and checked to be ours.
 DEFAULT_BASE = "/tmp"
@@ -51,11 +53,15 @@ CLAIM_WAIT_S = 2.0
 _POLL_S = 0.05
 
 
-def coordination_data_dir(topo: Topology, environ: Mapping[str, str]) -> Path:
-    """This graph's data directory on the head node (not made here)."""
+def coordination_data_dir(topo: Topology, environ: Mapping[str, str],
+                          node: str | None = None) -> Path:
+    """This graph's data directory on a node (not made here): `node`'s own on a multi-node
+    graph, whose services (etcd and NATS members, the balancer) may run on several nodes
+    that share a /tmp (the test bed's namespaces do)."""
     base = topo.coordination.data_dir or environ.get("TMPDIR") or DEFAULT_BASE
     job = environ.get(SLURM_JOB_ENV)
-    return Path(base) / f"dis-serve-{_user()}" / (f"{topo.name}-{job}" if job else topo.name)
+    name = f"{topo.name}-{job}" if job else topo.name
+    return Path(base) / f"dis-serve-{_user()}" / (f"{name}@{node}" if node else name)
 
 
 def _user() -> str:
@@ -122,17 +128,29 @@ def remove_unowned(path: Path) -> bool:
     return True
 
 
-def clear_data(topo: Topology, environ: Mapping[str, str]) -> Path | None:
-    """After the graph's agents: its data directory on this node, removed unless an agent
-    still owns it; the path when it was removed. A no-op on a node that is not the head."""
-    path = coordination_data_dir(topo, environ)
-    return path if remove_unowned(path) else None
+def clear_data(topo: Topology, environ: Mapping[str, str],
+               nodes: list[str | None]) -> list[Path]:
+    """After the graph's agents: the data directories of `nodes` on this machine, each
+    removed unless an agent still owns it; those removed (none on a machine that has
+    none of them)."""
+    paths = [coordination_data_dir(topo, environ, node) for node in nodes]
+    return [path for path in paths if remove_unowned(path)]
+
+
+def data_dir_nodes(run: RunDir) -> list[str | None]:
+    """The nodes of the run whose agents keep a data directory (every node of a multi-node
+    graph may; the name without a node is an earlier version's)."""
+    try:
+        plan = run.read_cluster_plan()
+    except (OSError, ValueError):
+        return [None]
+    return [None, *(node.name for node in plan.nodes)]
 
 
 def remove_stale_data_dirs(parent: Path, graph: str, *, keep: str | None = None) -> list[Path]:
-    """Remove the unowned data directories of `graph` (`<graph>` and `<graph>-<job id>`)
-    in `parent`, all but `keep`; the ones removed."""
-    own = re.compile(re.escape(graph) + r"(-\d+)?")
+    """Remove the unowned data directories of `graph` (`<graph>` and `<graph>-<job id>`,
+    each perhaps `@<node>`) in `parent`, all but `keep`; the ones removed."""
+    own = re.compile(re.escape(graph) + r"(-\d+)?(@[A-Za-z0-9_.-]+)?")
     names = {entry.name.removesuffix(LOCK_SUFFIX) for entry in _entries(parent)}
     return [parent / name for name in sorted(names)
             if name != keep and own.fullmatch(name) and remove_unowned(parent / name)]

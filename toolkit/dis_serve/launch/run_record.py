@@ -95,22 +95,26 @@ def installed_versions() -> dict[str, str]:
     return found
 
 
-def plane_urls(topo: Topology, head: str | None) -> tuple[list[str], list[str]]:
+def plane_urls(topo: Topology, nodes: list[RecordedNode] | None) -> tuple[list[str], list[str]]:
     """(etcd, NATS) client URLs as the graph's clients reach them: the topology's, with the
-    servers the graph runs itself at the head node's address `head` (None: this machine's
-    loopback, as the topology says)."""
+    servers the graph runs itself at every member's node address (`nodes`: a multi-node
+    graph's; None: this machine's loopback, as the topology says), in the scheme they speak."""
     coord = topo.coordination
+    tls = graph_pki_paths(topo.security, ".") is not None
 
-    def served_at_head(url: str, port: int, embedded: bool) -> str:
-        if head is None or not embedded:
-            return url
-        return urlsplit(url)._replace(netloc=f"{head}:{port}").geturl()
+    def members(url: str, kind: ProcessKind, port: int, embedded: bool,
+                secure: str) -> list[str]:
+        if nodes is None or not embedded:
+            return [url]
+        scheme = secure if tls else urlsplit(url).scheme
+        return [urlsplit(url)._replace(scheme=scheme, netloc=f"{n.address}:{port}").geturl()
+                for n in nodes if kind in n.services]
 
-    etcd = [served_at_head(coord.etcd.client_url, coord.etcd.client_port,
-                           coord.etcd.mode is EtcdMode.EMBEDDED)]
+    etcd = members(coord.etcd.client_url, ProcessKind.ETCD, coord.etcd.client_port,
+                   coord.etcd.mode is EtcdMode.EMBEDDED, "https")
     nats = coord.nats.client_url
-    return etcd, [] if nats is None else [
-        served_at_head(nats, coord.nats.port, coord.nats.mode is NatsMode.EMBEDDED)]
+    return etcd, [] if nats is None else members(
+        nats, ProcessKind.NATS, coord.nats.port, coord.nats.mode is NatsMode.EMBEDDED, "tls")
 
 
 def recorded_nodes(topo: Topology, addresses: list[str] | None = None) -> list[RecordedNode]:
@@ -129,8 +133,7 @@ def build_record(topo: Topology, *, placement: PlacementKind, run_dir: str, fron
     """The record of a run of `topo` in `run_dir` (as this machine sees it); `addresses`
     are a multi-node plan's node addresses (its head's serves etcd and NATS)."""
     nodes = recorded_nodes(topo, addresses)
-    head = next(n.address for n in nodes if n.head) if placement.multi_node else None
-    etcd, nats = plane_urls(topo, head)
+    etcd, nats = plane_urls(topo, nodes if placement.multi_node else None)
     coord = topo.coordination
     runs_planes = EtcdMode.EMBEDDED is coord.etcd.mode or coord.nats.mode is NatsMode.EMBEDDED
     return RunRecord(

@@ -382,8 +382,14 @@ class Supervisor:
                                     self._last_lines(slot), retry_in_s=retry_in))
 
     def _cannot_serve_without(self, slot: _Slot) -> str | None:
-        if slot.spec.kind.serves_alone:
-            return f"the graph cannot serve without {slot.spec.name}"
+        spec = slot.spec
+        if spec.kind.serves_alone:
+            peers = [s for s in self._slots if s.spec.kind is spec.kind]
+            # Replicas the graph runs elsewhere (other nodes) or here carry on without it.
+            if spec.replicas > len(peers) or not all(s.state is ProcessState.FAILED
+                                                     for s in peers):
+                return None
+            return f"the graph cannot serve without {spec.name}"
         peers = [s for s in self._slots if s.spec.role is slot.spec.role]
         if all(s.state is ProcessState.FAILED for s in peers):
             assert slot.spec.role is not None

@@ -50,9 +50,9 @@ def _resolved(text: str, values: dict[str, str], what: str) -> str:
 
 
 def node_targets(plan: ClusterPlan, node: int, values: dict[str, str]) -> list[dict]:
-    """Prometheus file-SD entries for the processes of node `node` serving /metrics: the
-    frontend (head node) at the endpoint's address, each worker at its node's address and
-    system port (workers bind DYN_SYSTEM_HOST to the address they advertise).
+    """Prometheus file-SD entries for the processes of node `node` serving /metrics: each
+    frontend replica at its own address (not the balancer's), each worker at its node's
+    address and system port (workers bind DYN_SYSTEM_HOST to the address they advertise).
 
     `values` are the run-time variables as the graph found them (Slurm: NODE_ADDR_<i> from
     the `addresses` file; hosts: HEAD_ADDRESS and that node's NODE_ADDRESS); a placement
@@ -63,8 +63,8 @@ def node_targets(plan: ClusterPlan, node: int, values: dict[str, str]) -> list[d
     targets = []
     for spec in entry.processes:
         scheme = {}
-        if spec.kind is ProcessKind.FRONTEND:
-            where, pool = host_port(_resolved(plan.endpoint, values, what)), "frontend"
+        if spec.kind is ProcessKind.FRONTEND:  # each replica at its own address
+            where, pool = host_port(_resolved(spec.base_url, values, what)), "frontend"
             if plan.endpoint_tls is not None:  # the job's tls_config has the graph's CA
                 scheme = {"__scheme__": "https"}
         elif spec.kind is ProcessKind.WORKER and spec.role is not None:

@@ -166,6 +166,20 @@ class RenderedTarget:
     write_inputs: Callable[[Path], list[str]] | None = None
 
 
+class PlacementDefaults:
+    """What a placement says when it has nothing to refuse, warn of or note: the answers of
+    every placement but the ones that check a topology against their platform."""
+
+    def check_renderable(self, topo: Topology, source: str | None) -> None:
+        return None
+
+    def validate_warnings(self, topo: Topology) -> list[str]:
+        return []
+
+    def validate_notes(self, topo: Topology) -> list[str]:
+        return []
+
+
 class Placement(Protocol):
     """One placement: where a graph runs and everything that differs with it."""
 

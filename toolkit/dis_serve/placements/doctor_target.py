@@ -27,8 +27,8 @@ def doctor_target(run: RunDir, record: RunRecord, plan: LaunchPlan,
     topo = run.read_topology()
     endpoints = graph_endpoints(plan, plan.endpoint)
     coord = topo.coordination
-    etcd_url = _at_process(record.endpoints.etcd[0], plan, ProcessKind.ETCD)
-    nats_url = (_at_process(record.endpoints.nats[0], plan, ProcessKind.NATS)
+    etcd_url = _at_members(record.endpoints.etcd[0], plan, ProcessKind.ETCD)
+    nats_url = (_at_members(record.endpoints.nats[0], plan, ProcessKind.NATS)
                 if record.endpoints.nats else None)
     # The planes the graph runs itself are read with its own certificates (and token).
     tls = record.tls.planes
@@ -44,13 +44,13 @@ def doctor_target(run: RunDir, record: RunRecord, plan: LaunchPlan,
         expected=expectations(topo), graph=topo.name, plan=plan, pids=pids)
 
 
-def _at_process(url: str, plan: LaunchPlan, kind: ProcessKind) -> str:
-    """`url` pointed at where the plan's embedded `kind` process listens (an external
-    server's URL, or a local one already there, is left as it is)."""
+def _at_members(url: str, plan: LaunchPlan, kind: ProcessKind) -> str:
+    """`url` pointed at where the plan's embedded `kind` processes listen, each member in
+    turn, comma-separated (the readers take the first that answers: a lost node's member
+    does not blind them); an external server's URL is left as it is."""
     from urllib.parse import urlsplit
 
-    spec = next((p for p in plan.processes if p.kind is kind), None)
-    if spec is None:
-        return url
     parts = urlsplit(url)
-    return parts._replace(netloc=f"{spec.probed_host}:{spec.ports['client']}").geturl()
+    members = [parts._replace(netloc=f"{p.probed_host}:{p.ports['client']}").geturl()
+               for p in plan.processes if p.kind is kind]
+    return ",".join(members) or url

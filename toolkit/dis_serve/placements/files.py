@@ -1,6 +1,8 @@
 """`render`: every chosen placement's files under one output directory, what to know before
 using them and what to run next. `render_files` is pure (what the golden tests pin);
-`write_rendered` writes them (with `shared_files.write_files`, as `up` does).
+`write_rendered` writes them (with `shared_files.write_files`, as `up` does) and removes
+what the last render wrote in a placement's directory and this one does not
+(`rendered_manifest.py`).
 
     out/topology.json, out/local/, out/k8s/, out/hosts/, out/slurm/   (registry.py's order)
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 from ..topology import Topology
 from .base import RenderedTarget
 from .registry import ALL_TARGETS, chosen, target_names
+from .rendered_manifest import replace_listed
 from .shared_files import TOPOLOGY_FILE, topology_json, write_files
 
 # `render --target` choices: one per placement, from the registry, and `all`.
@@ -38,9 +41,16 @@ def render_files(topo: Topology, target: str, out_dir: Path) -> dict[str, str]:
 @dataclass(frozen=True)
 class RenderOutcome:
     written: list[str] = field(default_factory=list)  # each path, with what it is
+    removed: list[str] = field(default_factory=list)  # written last time, not this time
     warnings: list[str] = field(default_factory=list)
     first_steps: list[str] = field(default_factory=list)  # before the files can be used
     next_steps: list[str] = field(default_factory=list)
+
+
+def _under(directory: str, files: dict[str, str]) -> set[str]:
+    """The files in one placement's directory, relative to it."""
+    return {name.removeprefix(f"{directory}/") for name in files
+            if name.startswith(f"{directory}/")}
 
 
 def write_rendered(topo: Topology, target: str, out_dir: Path,
@@ -54,10 +64,12 @@ def write_rendered(topo: Topology, target: str, out_dir: Path,
     for part in parts:
         files |= part.files | part.observability
     written = [str(path) for path in write_files(files, out_dir)]
+    removed = [str(path) for path in replace_listed(out_dir, {
+        placement.target: _under(placement.target, files) for placement in chosen(target, topo)})]
     for part in parts:
         if part.write_inputs is not None:
             written += part.write_inputs(out_dir)
-    return RenderOutcome(written=written,
+    return RenderOutcome(written=written, removed=removed,
                          warnings=[w for part in parts for w in part.warnings],
                          first_steps=[s for part in parts for s in part.first_steps],
                          next_steps=[s for part in parts for s in part.next_steps])

@@ -32,6 +32,10 @@ class ObservedProcess(BaseModel):
     ports: dict[str, int] = Field(default_factory=dict)
     restarts: int = 0
     ready: bool = False
+    why: str | None = Field(
+        default=None, exclude_if=lambda why: why is None,
+        description="Why it is not serving, when its node says (the node is lost: its agent "
+                    "silent or dead, Slurm took the node out of the job).")
 
 
 class StatusVerdict(IntEnum):

@@ -1,25 +1,40 @@
 """Topology -> the processes of each node of a multi-node graph (hosts and Slurm targets).
 
 Every process is built from the topology by the same builders as the local plan, with its
-own node's parameters: it listens on and advertises its node's address, finds etcd and NATS
-on the head node, and never points at loopback on another machine. Addresses unknown until
-the job runs (Slurm) are run-time variables (`shell_words.runtime`). Pure.
+own node's parameters: it listens on and advertises its node's address, finds etcd at every
+member and NATS at its own node's member, and never points at loopback on another machine.
+The services are spread over the nodes from the head on (node_layout.service_slots): etcd
+members, a NATS member per node, frontend replicas with their balancers and the floating
+address, so that the loss of any one node loses one of each. Addresses unknown until the
+job runs (Slurm) are run-time variables (`shell_words.runtime`). Pure.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engines import engine_for
 from ..security.pki_files import EndpointTls, PkiPaths
-from ..topology import EtcdMode, NatsMode, Topology
+from ..topology import EtcdMode, NatsMode, ProcessKind, Topology
 from .dynamo_argv import TargetParams
-from .launch_plan import LaunchPlan, ProcessSpec, etcd_spec, nats_config, nats_spec, worker_spec
+from .launch_plan import (
+    EtcdMember,
+    LaunchPlan,
+    ProcessSpec,
+    balancer_spec,
+    etcd_spec,
+    nats_config,
+    nats_config_name,
+    nats_spec,
+    vrrp_spec,
+    worker_spec,
+)
 from .launch_plan import frontend_spec as _frontend_spec
-from .node_layout import NodeLayout, node_layout, worker_slots
-from .run_layout import ENGINE_CONFIG_DIR, MODEL_CARD_DIR, NATS_CONFIG
+from .node_layout import NodeLayout, ServiceSlot, node_layout, worker_slots
+from .run_layout import ENGINE_CONFIG_DIR, MODEL_CARD_DIR
 from .shell_words import runtime
 from .tls_planes import (
     dynamo_tls_env,
@@ -45,6 +60,8 @@ class ClusterContext(BaseModel):
     python: str = "python3"
     etcd_bin: str = "etcd"
     nats_bin: str = "nats-server"
+    haproxy_bin: str = "haproxy"
+    keepalived_bin: str = "keepalived"
     model_path: str | None = Field(
         default=None, description="Model directory on every node (default: model.id; mocker "
                                   "without a local card: RUN_DIR/model-card).")
@@ -110,50 +127,159 @@ def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
     return topo.model.id, False
 
 
-def _frontend_host(topo: Topology, head_address: str) -> str:
-    # Multi-node: the frontend listens on the head's cluster address unless the topology
-    # names an address itself.
-    return topo.frontend.host or head_address
+def _frontend_host(topo: Topology, head: str, address: str) -> str:
+    # Multi-node: a lone frontend listens on the head's cluster address unless the topology
+    # names an address itself; replicas listen on their own node's address (the balancer
+    # binds frontend.host or the floating address).
+    if topo.frontend_replicas > 1:
+        return address
+    return topo.frontend.host or head
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """What every node's processes need to know of the others: each node's address (or
+    run-time variable), and which nodes run which services."""
+
+    topo: Topology
+    ctx: ClusterContext
+    layout: list[NodeLayout]
+    model_path: str
+
+    def address(self, index: int) -> str:
+        return self.ctx.node_addresses[index]
+
+    def nodes_with(self, kind: ProcessKind) -> list[NodeLayout]:
+        """The nodes running a `kind` service, by the service's index."""
+        found = [(slot.index, node) for node in self.layout for slot in node.slots
+                 if slot.kind is kind]
+        return [node for _, node in sorted(found, key=lambda pair: pair[0])]
+
+    @property
+    def head(self) -> NodeLayout:
+        return next(n for n in self.layout if n.head)
+
+
+def _scheme(tls: PkiPaths | None, secure: str, plain: str) -> str:
+    return secure if tls else plain
 
 
 def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
-                address: str, tls: PkiPaths | None = None) -> TargetParams:
+                address: str, tls: PkiPaths | None = None, *,
+                etcd_hosts: list[str] | None = None, nats_host: str | None = None,
+                replica: int | None = None) -> TargetParams:
     """Dynamo's parameters for a process on the node at `address`: it listens on and
-    advertises that address and finds etcd and NATS on the head node; with `tls` (the
-    node's files), every plane the graph runs itself is mutual TLS, and the frontend (on the
-    head) serves HTTPS with the node's certificate where `frontend_https` says so."""
+    advertises that address, finds etcd at every member (`etcd_hosts`, default the head)
+    and NATS at `nats_host` (its own node's member; default the head's); with `tls` (the
+    node's files), every plane the graph runs itself is mutual TLS, and a frontend serves
+    HTTPS with the node's certificate where `frontend_https` says so. `replica`: the frontend
+    replica on this node, whose port it listens on."""
     coord = topo.coordination
-    etcd = (f"{'https' if tls else 'http'}://{head}:{coord.etcd.client_port}"
-            if coord.etcd.mode is EtcdMode.EMBEDDED else coord.etcd.url)
+    etcd = coord.etcd.url
+    if coord.etcd.mode is EtcdMode.EMBEDDED:
+        etcd = ",".join(f"{_scheme(tls, 'https', 'http')}://{host}:{coord.etcd.client_port}"
+                        for host in etcd_hosts or [head])
     # Dynamo 1.6.1 refuses NATS TLS settings with a nats:// server.
-    nats = {NatsMode.EMBEDDED: f"{'tls' if tls else 'nats'}://{head}:{coord.nats.port}",
+    nats = {NatsMode.EMBEDDED: f"{_scheme(tls, 'tls', 'nats')}://{nats_host or head}:"
+                               f"{coord.nats.port}",
             NatsMode.EXTERNAL: coord.nats.url, NatsMode.OFF: None}[coord.nats.mode]
     tls_env = dynamo_tls_env(tls, nats=coord.nats.mode is NatsMode.EMBEDDED) if tls else {}
+    port = (topo.frontend.port if topo.frontend_replicas == 1 or replica is None
+            else topo.frontend.replica_port + replica)
     return TargetParams(
         python=ctx.python, namespace=topo.namespace,
-        http_host=_frontend_host(topo, head), http_port=topo.frontend.port,
-        model_path=model_path, engine_config_dir=f"{ctx.run_dir}/{ENGINE_CONFIG_DIR}",
+        http_host=_frontend_host(topo, head, address),
+        http_port=port, model_path=model_path,
+        engine_config_dir=f"{ctx.run_dir}/{ENGINE_CONFIG_DIR}",
         router_policy_config=topo.router.policy_config, advertise_host=address,
         etcd_endpoints=etcd, nats_server=nats, tls_env=tls_env,
-        frontend_tls=frontend_tls_files(topo.security, tls, topo.frontend_https))
+        frontend_tls=frontend_tls_files(topo.security, tls, topo.frontend_https),
+        replica_sync=topo.frontend_replicas > 1)
 
 
-def _head_processes(topo: Topology, ctx: ClusterContext, target: TargetParams,
-                    head: str, tls: PkiPaths | None) -> list[ProcessSpec]:
-    """etcd and NATS (the head's agent writes NATS's config: launch/node_tls.py), the
-    frontend."""
-    coord = topo.coordination
-    data = runtime(DATA_DIR_VAR)  # node-local, never the shared run directory
-    specs = []
-    if coord.etcd.mode is EtcdMode.EMBEDDED:
-        specs.append(etcd_spec(topo, ctx.etcd_bin, head, f"{data}/etcd-data", tls))
-    if coord.nats.mode is NatsMode.EMBEDDED:
-        config = (f"{ctx.run_dir}/{NATS_CONFIG}" if nats_config(topo, tls) is not None
-                  else None)
-        specs.append(nats_spec(topo, ctx.nats_bin, head, f"{data}/nats-data", config))
-    specs.append(_frontend_spec(topo, target,
-                                endpoint_tls(topo.security, tls, topo.frontend_https)))
-    return specs
+def _target(graph: _Graph, node: NodeLayout, tls: PkiPaths | None,
+            replica: int | None = None) -> TargetParams:
+    """node_target for `node` of this graph: every etcd member, its own NATS member."""
+    nats_node = node if ProcessKind.NATS in node.services else graph.head
+    return node_target(
+        graph.topo, graph.ctx, graph.model_path, graph.address(graph.head.index),
+        graph.address(node.index), tls,
+        etcd_hosts=[graph.address(n.index) for n in graph.nodes_with(ProcessKind.ETCD)],
+        nats_host=graph.address(nats_node.index), replica=replica)
+
+
+def _etcd(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
+          tls: PkiPaths | None) -> ProcessSpec:
+    topo, data = graph.topo, runtime(DATA_DIR_VAR)  # node-local, never the run directory
+    host = graph.address(node.index)
+    if slot.count == 1:
+        return etcd_spec(topo, graph.ctx.etcd_bin, host, f"{data}/etcd-data", tls)
+    scheme, peer_port = _scheme(tls, "https", "http"), topo.coordination.etcd.peer_port
+    members = [EtcdMember(name=n.name, peer_url=f"{scheme}://{graph.address(n.index)}:"
+                                                f"{peer_port}")
+               for n in graph.nodes_with(ProcessKind.ETCD)]
+    return etcd_spec(topo, graph.ctx.etcd_bin, host, f"{data}/etcd-data", tls,
+                     member=node.name, members=members, name=slot.name)
+
+
+def _nats(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
+          tls: PkiPaths | None) -> ProcessSpec:
+    """A NATS member (its agent writes its config: launch/node_configs.py)."""
+    topo, data = graph.topo, runtime(DATA_DIR_VAR)
+    config = (f"{graph.ctx.run_dir}/{nats_config_name(node.name, slot.count)}"
+              if slot.count > 1 or nats_config(topo, tls) is not None else None)
+    spec = nats_spec(topo, graph.ctx.nats_bin, graph.address(node.index), f"{data}/nats-data",
+                     config)
+    if slot.count == 1:
+        return spec
+    return spec.model_copy(update={
+        "name": slot.name, "ports": {**spec.ports, "cluster": topo.coordination.nats.cluster_port}})
+
+
+def _service_spec(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
+                  tls: PkiPaths | None) -> ProcessSpec:
+    spec = _service(graph, node, slot, tls)
+    return spec if slot.count == 1 else spec.model_copy(update={"replicas": slot.count})
+
+
+def _service(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
+             tls: PkiPaths | None) -> ProcessSpec:
+    topo = graph.topo
+    if slot.kind is ProcessKind.ETCD:
+        return _etcd(graph, node, slot, tls)
+    if slot.kind is ProcessKind.NATS:
+        return _nats(graph, node, slot, tls)
+    if slot.kind is ProcessKind.FRONTEND:
+        target = _target(graph, node, tls, replica=slot.index)
+        spec = _frontend_spec(topo, target, endpoint_tls(topo.security, tls,
+                                                         topo.frontend_https))
+        if slot.count == 1:
+            return spec
+        return spec.model_copy(update={"name": slot.name,
+                                       "ports": {"replica": target.http_port}})
+    data = runtime(DATA_DIR_VAR)
+    if slot.kind is ProcessKind.BALANCER:
+        return balancer_spec(topo, run_dir=graph.ctx.run_dir, node=node.name,
+                             data_dir=data, name=slot.name, haproxy=graph.ctx.haproxy_bin)
+    return vrrp_spec(run_dir=graph.ctx.run_dir, node=node.name, data_dir=data,
+                     name=slot.name, keepalived=graph.ctx.keepalived_bin)
+
+
+def _endpoint(graph: _Graph, client_tls: EndpointTls | None) -> str:
+    """The one address clients use: the site's balancer, the floating address, or the head
+    node's balancer (or lone frontend)."""
+    front = graph.topo.frontend
+    if front.balancer_url is not None:
+        return front.balancer_url.rstrip("/")
+    head = graph.address(graph.head.index)
+    if front.floating_address is not None:
+        host = front.floating_address.address
+    elif graph.topo.frontend_replicas > 1:
+        host = front.host or head
+    else:
+        host = _frontend_host(graph.topo, head, head)
+    url_host = head if host in ("0.0.0.0", "::") else host  # noqa: S104
+    return f"{'https' if client_tls else 'http'}://{url_host}:{front.port}"
 
 
 def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
@@ -161,33 +287,27 @@ def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
     if len(ctx.node_addresses) != len(layout):
         raise ValueError(f"{len(ctx.node_addresses)} addresses for {len(layout)} nodes")
     model_path, needs_card = _model_path(topo, ctx)
-    head = next(n for n in layout if n.head)
-    head_address = ctx.node_addresses[head.index]
+    graph = _Graph(topo, ctx, layout, model_path)
     # System ports follow pool order, as in the local plan (so the validated ports hold).
     ports = {slot.name: topo.observability.system_port_base + i
              for i, slot in enumerate(worker_slots(topo))}
     nodes = []
     for node in layout:
-        address = ctx.node_addresses[node.index]
         tls = node_pki(topo.security, ctx.run_dir, node.name)
-        target = node_target(topo, ctx, model_path, head_address, address, tls)
-        specs = _head_processes(topo, ctx, target, address, tls) if node.head else []
-        for slot in node.workers:
-            specs.append(worker_spec(topo, slot, target, ports[slot.name]))
-        nodes.append(NodeProcesses(index=node.index, name=node.name, address=address,
-                                   head=node.head, processes=specs))
-    http_host = _frontend_host(topo, head_address)
-    url_host = head_address if http_host in ("0.0.0.0", "::") else http_host  # noqa: S104
-    client_tls = endpoint_tls(topo.security, node_pki(topo.security, ctx.run_dir, head.name),
-                              topo.frontend_https)
-    scheme = "https" if client_tls else "http"
+        specs = [_service_spec(graph, node, slot, tls) for slot in node.slots]
+        target = _target(graph, node, tls)
+        specs += [worker_spec(topo, slot, target, ports[slot.name]) for slot in node.workers]
+        nodes.append(NodeProcesses(index=node.index, name=node.name,
+                                   address=graph.address(node.index), head=node.head,
+                                   processes=specs))
+    client_tls = endpoint_tls(topo.security, node_pki(topo.security, ctx.run_dir,
+                                                      graph.head.name), topo.frontend_https)
     return ClusterPlan(
         name=topo.name, namespace=topo.namespace, endpoint_tls=client_tls,
-        endpoint=f"{scheme}://{url_host}:{topo.frontend.port}", model_name=topo.model.name,
+        endpoint=_endpoint(graph, client_tls), model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card,
         nats_token=topo.coordination.nats.auth is not None or generates_nats_token(topo),
         nodes=nodes)
-
 
 
 def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Path) -> LaunchPlan:

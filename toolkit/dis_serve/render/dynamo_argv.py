@@ -52,6 +52,10 @@ class TargetParams(BaseModel):
         default=None,
         description="The frontend's HTTPS certificate, key and client CA (None: plain "
                     "HTTP), where this target puts them.")
+    replica_sync: bool = Field(
+        default=False,
+        description="The frontend is one of several replicas: its KV router shares active "
+                    "sequences with theirs (--router-replica-sync).")
 
     @classmethod
     def local(cls, topo: Topology, *, python: str, model_path: str,
@@ -70,6 +74,7 @@ class TargetParams(BaseModel):
             nats_server = f"tls://127.0.0.1:{nats.port}"
         return cls(python=python, namespace=topo.namespace, http_host=topo.frontend.local_host,
                    http_port=topo.frontend.port, model_path=model_path,
+                   replica_sync=topo.local_frontend_replicas > 1,
                    engine_config_dir=engine_config_dir,
                    router_policy_config=topo.router.policy_config,
                    etcd_endpoints=endpoints,
@@ -98,6 +103,10 @@ def frontend_args(topo: Topology, target: TargetParams) -> list[str]:
         args.append("--router-kv-events" if router.kv_events else "--no-router-kv-events")
         if target.router_policy_config:
             args += ["--router-policy-config", target.router_policy_config]
+        if target.replica_sync:
+            # Best effort over the event plane (Dynamo 1.6.1): each replica still follows
+            # every worker's KV events itself.
+            args.append("--router-replica-sync")
     return args + frontend_tls_args(target.frontend_tls)
 
 

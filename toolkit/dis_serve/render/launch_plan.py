@@ -6,6 +6,7 @@ shell-script renderer prints the same plan for people who start things by hand.
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -21,6 +22,13 @@ from ..topology import (
     ProcessKind,
     Supervision,
     Topology,
+)
+from .balancer import (
+    MONITOR_SOCKET,
+    MONITOR_URL,
+    VRRP_PID_FILES,
+    balancer_config_name,
+    vrrp_config_name,
 )
 from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
 from .engine_config import engine_config_path
@@ -46,17 +54,54 @@ def nats_token_config() -> str:
     return "authorization { token: $" + NATS_TOKEN_ENV + " }\n"
 
 
-def nats_config(topo: Topology, tls: PkiPaths | None) -> str | None:
-    """The embedded NATS server's config file, or None when it needs none."""
+def nats_config_name(node: str, members: int) -> str:
+    """The run directory's name of a NATS member's config: one per member of a cluster."""
+    return NATS_CONFIG if members == 1 else f"nats-{node}.conf"
+
+
+class NatsCluster(BaseModel):
+    """A NATS member's place in the graph's NATS cluster: its server name (its node's),
+    where it listens for the others' routes, and their route addresses."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    server_name: str
+    listen: str = Field(description="host:port of this member's routes.")
+    routes: list[str] = Field(description="host:port of every other member's routes.")
+
+
+def nats_cluster_block(topo: Topology, cluster: NatsCluster, tls: PkiPaths | None) -> str:
+    """nats-server's `server_name` and `cluster` block: routes to every other member (each
+    node's processes connect to their own member; a client whose member dies moves to the
+    others its member told it of), with mutual TLS on every route: a member presents the
+    graph's certificate of its node and accepts only routes that present one too."""
+    scheme = "tls" if tls else "nats-route"
+    routes = ", ".join(json.dumps(f"{scheme}://{route}") for route in cluster.routes)
+    lines = [f"server_name: {json.dumps(cluster.server_name)}",
+             "cluster {",
+             f"  name: {json.dumps(topo.namespace)}",
+             f"  listen: {json.dumps(cluster.listen)}",
+             f"  routes: [{routes}]"]
+    if tls:
+        lines += ["  " + line for line in nats_tls_block(tls).splitlines()]
+    return "\n".join([*lines, "}", ""])
+
+
+def nats_config(topo: Topology, tls: PkiPaths | None,
+                cluster: NatsCluster | None = None) -> str | None:
+    """The embedded NATS server's config file (a cluster member's with `cluster`), or None
+    when it needs none."""
     token = topo.coordination.nats.auth is not None or generates_nats_token(topo)
     parts = ([nats_token_config()] if token else []) + (
-        [nats_tls_block(tls)] if tls else [])
+        [nats_tls_block(tls)] if tls else []) + (
+        [nats_cluster_block(topo, cluster, tls)] if cluster else [])
     return "".join(parts) or None
 
 
 class ProbeKind(StrEnum):
     HTTP = "http"
     TCP = "tcp"
+    RUNNING = "running"
+    """Ready once started and alive while it runs (keepalived answers nothing)."""
 
 
 class Readiness(BaseModel):
@@ -68,6 +113,9 @@ class Readiness(BaseModel):
     port: int | None = Field(default=None, description="TCP port that accepts when ready.")
     host: str | None = Field(default=None, description="Host of the TCP port (default: "
                                                        "loopback).")
+    socket: str | None = Field(
+        default=None, exclude_if=lambda socket: socket is None,
+        description="A Unix socket the HTTP probe goes through (the balancer's monitor).")
     tls: EndpointTls | None = Field(
         default=None, exclude_if=lambda tls: tls is None,
         description="An https URL's CA (and client certificate) for the prober.")
@@ -84,6 +132,10 @@ class ProcessSpec(BaseModel):
     node: int = Field(default=0, description="Node index (multi-node graphs).")
     gpus: list[int] = Field(default_factory=list, description="GPU ids on its node.")
     readiness: Readiness
+    replicas: int = Field(
+        default=1, exclude_if=lambda count: count == 1,
+        description="How many of its kind the graph runs (frontend replicas, etcd and NATS "
+                    "members): a lone one is what the graph cannot serve without.")
 
     @property
     def probed_host(self) -> str:
@@ -94,6 +146,13 @@ class ProcessSpec(BaseModel):
             return urlsplit(self.readiness.url).hostname or "127.0.0.1"
         return self.readiness.host or "127.0.0.1"
 
+    @property
+    def base_url(self) -> str:
+        """scheme://host:port of its probe URL: where an HTTP server of the graph (a
+        frontend replica) answers itself."""
+        parts = urlsplit(self.readiness.url or "")
+        return f"{parts.scheme}://{parts.netloc}"
+
 
 class RenderContext(BaseModel):
     """Where things live on the launching machine; the only inputs besides the topology."""
@@ -103,6 +162,7 @@ class RenderContext(BaseModel):
     python: str = Field(default="python3", description="Interpreter that runs Dynamo.")
     etcd_bin: str = Field(default="etcd")
     nats_bin: str = Field(default="nats-server")
+    haproxy_bin: str = Field(default="haproxy")
     model_path: str | None = Field(
         default=None,
         description="Local model directory the workers load (mocker: the generated card). "
@@ -148,10 +208,27 @@ def client_host(bind_host: str, own_address: str = LOOPBACK) -> str:
     return own_address if bind_host in ("0.0.0.0", "::") else bind_host  # noqa: S104
 
 
+class EtcdMember(BaseModel):
+    """One member of a multi-member embedded etcd: its name and the peer URL the others reach
+    it at (its node's address)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    peer_url: str
+
+
+# etcd's own setting for how a member starts: a new cluster, or joining one that runs. The
+# member's agent sets it (launch/etcd_members.py: a member whose data is gone rejoins).
+ETCD_CLUSTER_STATE_ENV = "ETCD_INITIAL_CLUSTER_STATE"
+
+
 def etcd_spec(topo: Topology, etcd_bin: str, host: str, data_dir: str,
-              tls: PkiPaths | None = None) -> ProcessSpec:
-    """Embedded etcd listening (clients and its single peer) on `host` only; with `tls`,
-    HTTPS with client certificates required."""
+              tls: PkiPaths | None = None, *, member: str | None = None,
+              members: list[EtcdMember] | None = None, name: str = "etcd") -> ProcessSpec:
+    """Embedded etcd listening (clients and peers) on `host` only; with `tls`, HTTPS with
+    client certificates required of clients and peers. With `members`, this is member
+    `member` of that cluster (named by node, one per node), bootstrapped with the graph's
+    namespace as its token; else the graph's only member."""
     etcd = topo.coordination.etcd
     scheme = "https" if tls else "http"
     client = f"{scheme}://{host}:{etcd.client_port}"
@@ -161,13 +238,19 @@ def etcd_spec(topo: Topology, etcd_bin: str, host: str, data_dir: str,
     readiness = (Readiness(kind=ProbeKind.TCP, port=etcd.client_port,
                            host=None if host == LOOPBACK else host) if tls
                  else Readiness(kind=ProbeKind.HTTP, url=f"{client}/health"))
+    if members:
+        assert member is not None
+        cluster = ["--initial-cluster", ",".join(f"{m.name}={m.peer_url}" for m in members),
+                   "--initial-cluster-token", topo.namespace]
+        etcd_name = member
+    else:
+        cluster, etcd_name = ["--initial-cluster", f"{topo.namespace}={peer}"], topo.namespace
     return ProcessSpec(
-        name="etcd", kind=ProcessKind.ETCD,
-        argv=[etcd_bin, "--name", topo.namespace, "--data-dir", data_dir,
+        name=name, kind=ProcessKind.ETCD,
+        argv=[etcd_bin, "--name", etcd_name, "--data-dir", data_dir,
               "--listen-client-urls", client, "--advertise-client-urls", client,
               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-              "--initial-cluster", f"{topo.namespace}={peer}",
-              *(etcd_tls_args(tls) if tls else []),
+              *cluster, *(etcd_tls_args(tls) if tls else []),
               "--log-level", "warn"],
         ports={"client": etcd.client_port, "peer": etcd.peer_port},
         readiness=readiness,
@@ -245,6 +328,54 @@ def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
             for i, slot in enumerate(worker_slots(topo))]
 
 
+def _frontends(topo: Topology, target: TargetParams, client_tls: EndpointTls | None,
+               ctx: RenderContext) -> list[ProcessSpec]:
+    """The frontend; or, with several replicas, each on loopback at replica_port + i, and
+    the balancer in front of them where the frontend would listen."""
+    replicas = topo.local_frontend_replicas
+    if replicas == 1:
+        return [frontend_spec(topo, target, client_tls)]
+    specs = []
+    for i in range(replicas):
+        port = topo.frontend.replica_port + i
+        spec = frontend_spec(topo, target.model_copy(update={"http_host": LOOPBACK,
+                                                            "http_port": port}), client_tls)
+        specs.append(spec.model_copy(update={"name": f"frontend-{i}", "replicas": replicas,
+                                             "ports": {"replica": port}}))
+    run_dir = str(ctx.run_dir)
+    return [*specs, balancer_spec(topo, run_dir=run_dir, node=LOCAL_NODE, data_dir=run_dir,
+                                  name="balancer", haproxy=ctx.haproxy_bin)]
+
+
+# The name a graph on one machine gives its only node (the balancer's config file).
+LOCAL_NODE = "machine"
+
+
+def balancer_spec(topo: Topology, *, run_dir: str, node: str, data_dir: str,
+                  name: str, haproxy: str = "haproxy") -> ProcessSpec:
+    """haproxy on `node` in front of every frontend replica; ready while its monitor says
+    a replica can route (`haproxy -W`: the master this supervisor owns; `-db`: in the
+    foreground)."""
+    return ProcessSpec(
+        name=name, kind=ProcessKind.BALANCER,
+        argv=[haproxy, "-W", "-db", "-f", f"{run_dir}/{balancer_config_name(node)}"],
+        ports={"http": topo.frontend.port},
+        readiness=Readiness(kind=ProbeKind.HTTP, url=MONITOR_URL,
+                            socket=f"{data_dir}/{MONITOR_SOCKET}"))
+
+
+def vrrp_spec(*, run_dir: str, node: str, data_dir: str, name: str,
+              keepalived: str = "keepalived") -> ProcessSpec:
+    """keepalived's VRRP on `node` (in the foreground, logging to its output), its pid files
+    in the node's data directory."""
+    pid, vrrp_pid = (f"{data_dir}/{f}" for f in VRRP_PID_FILES)
+    return ProcessSpec(
+        name=name, kind=ProcessKind.VRRP,
+        argv=[keepalived, "-n", "-l", "--vrrp", "-f", f"{run_dir}/{vrrp_config_name(node)}",
+              "-p", pid, "-r", vrrp_pid],
+        readiness=Readiness(kind=ProbeKind.RUNNING))
+
+
 def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
     model_path = ctx.model_path or topo.model.id
     engine = engine_for(topo.backend)
@@ -267,7 +398,7 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
                                 tls=tls, frontend_tls=frontend_tls_files(topo.security, tls,
                                                                          https))
     client_tls = endpoint_tls(topo.security, tls, https)
-    processes.append(frontend_spec(topo, target, client_tls))
+    processes += _frontends(topo, target, client_tls, ctx)
     processes.extend(_workers(topo, target))
     url_host = client_host(topo.frontend.local_host)
     engine_configs = {}

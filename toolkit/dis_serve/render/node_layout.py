@@ -38,6 +38,21 @@ class WorkerSlot:
 
 
 @dataclass(frozen=True)
+class ServiceSlot:
+    """One process of a service the graph runs besides its workers (an etcd or NATS member,
+    a frontend replica, its balancer or floating address), on its node."""
+
+    kind: ProcessKind
+    index: int
+    count: int
+    """How many the graph runs: a lone one keeps the kind's own name."""
+
+    @property
+    def name(self) -> str:
+        return self.kind.value if self.count == 1 else f"{self.kind.value}-{self.index}"
+
+
+@dataclass(frozen=True)
 class NodeLayout:
     index: int
     name: str
@@ -46,13 +61,16 @@ class NodeLayout:
     gpus: int
     head: bool
     workers: tuple[WorkerSlot, ...]
-    services: tuple[ProcessKind, ...] = ()
-    """The processes besides workers, in start order: on the head node the coordination
-    processes the graph runs itself (none when etcd and NATS are external) and the frontend."""
+    slots: tuple[ServiceSlot, ...] = ()
+    """The processes besides workers, in start order (`service_slots`)."""
+
+    @property
+    def services(self) -> tuple[ProcessKind, ...]:
+        return tuple(slot.kind for slot in self.slots)
 
     @property
     def processes(self) -> list[str]:
-        return [kind.value for kind in self.services] + [w.name for w in self.workers]
+        return [slot.name for slot in self.slots] + [w.name for w in self.workers]
 
 
 def gpu_assignment(topo: Topology) -> dict[PoolRole, list[list[int]]]:
@@ -72,17 +90,44 @@ def worker_slots(topo: Topology) -> list[WorkerSlot]:
     return slots
 
 
+def nodes_from_head(topo: Topology) -> list[int]:
+    """Node indices in the order services are spread over them: the head first, then the
+    nodes after it, wrapping around."""
+    count, head = len(topo.node_gpus()), topo.placement.head_index
+    return [(head + i) % count for i in range(count)]
+
+
+def service_slots(topo: Topology) -> dict[int, list[ServiceSlot]]:
+    """Node index -> its services, in start order: etcd members on the first
+    `etcd_members` nodes from the head on, a NATS member on each of `nats_members`, frontend
+    replicas on the first `frontend_replicas`; with several replicas, a balancer on each node
+    that has one (and its share of the floating address when there is one): each on its own
+    node, so that losing a node loses one of each."""
+    order = nodes_from_head(topo)
+    replicas = topo.frontend_replicas
+    entry = (ProcessKind.BALANCER,) + (
+        (ProcessKind.VRRP,) if topo.frontend.floating_address is not None else ())
+    entry_nodes = min(replicas, len(order)) if replicas > 1 else 0
+    counts = [(ProcessKind.ETCD, topo.etcd_members), (ProcessKind.NATS, topo.nats_members),
+              (ProcessKind.FRONTEND, replicas), *((kind, entry_nodes) for kind in entry)]
+    placed: dict[int, list[ServiceSlot]] = {i: [] for i in order}
+    for kind, count in counts:
+        for index in range(count):
+            placed[order[index % len(order)]].append(ServiceSlot(kind, index, count))
+    return placed
+
+
 def node_layout(topo: Topology) -> list[NodeLayout]:
     slots = worker_slots(topo)
     head = topo.placement.head_index
-    services = (*topo.coordination.embedded, ProcessKind.FRONTEND)
+    services = service_slots(topo)
     layout = []
     for index, gpus in enumerate(topo.node_gpus()):
         name, address = topo.placement.node_identity(index)
         layout.append(NodeLayout(index=index, name=name, address=address, gpus=gpus,
                                  head=index == head,
                                  workers=tuple(s for s in slots if s.node == index),
-                                 services=services if index == head else ()))
+                                 slots=tuple(services[index])))
     return layout
 
 
@@ -117,8 +162,19 @@ def placement_warnings(topo: Topology) -> list[str]:
         if nats.mode is NatsMode.EMBEDDED and nats.auth is None:
             warnings.append(f"NATS listens on {where} without authentication; set "
                             "coordination.nats.auth.token_file (or token_env)")
-    warnings += _kv_crossing_warnings(topo, layout)
+    warnings += _kv_crossing_warnings(topo, layout) + _entry_warnings(topo, where)
     return warnings
+
+
+def _entry_warnings(topo: Topology, where: str) -> list[str]:
+    """Replicas whose one address is the head's balancer: the head's loss ends serving."""
+    front = topo.frontend
+    if topo.frontend_replicas < 2 or front.floating_address or front.balancer_url:
+        return []
+    return [f"clients reach the {topo.frontend_replicas} frontend replicas through the head "
+            f"node's balancer at {where}, which does not survive the head node; set "
+            "frontend.floating_address (an unused address of the nodes' network, moved by "
+            "VRRP) or frontend.balancer_url (your own load balancer in front of every node's)"]
 
 
 def _kv_crossing_warnings(topo: Topology, layout: list[NodeLayout]) -> list[str]:

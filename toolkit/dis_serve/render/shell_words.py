@@ -145,8 +145,12 @@ def curl_tls_words(tls: EndpointTls | None) -> str:
 def probe_check(spec: ProcessSpec, default_host: str = "127.0.0.1") -> str:
     """A bash command that succeeds once the process is ready."""
     probe = spec.readiness
+    if probe.kind is ProbeKind.RUNNING:
+        return "true"
     if probe.kind is ProbeKind.HTTP:
-        return f"curl -fsS -o /dev/null {curl_tls_words(probe.tls)}{word(str(probe.url))}"
+        through = f"--unix-socket {word(probe.socket)} " if probe.socket else ""
+        return (f"curl -fsS -o /dev/null {through}{curl_tls_words(probe.tls)}"
+                f"{word(str(probe.url))}")
     assert probe.port is not None
     return tcp_check(probe.host or default_host, probe.port)
 

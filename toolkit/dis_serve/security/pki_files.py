@@ -53,6 +53,16 @@ def node_pki_paths(directory: Path | str, node: str) -> PkiPaths:
                                      "server_key": f"{own}/server-key.pem"})
 
 
+def balancer_pem_path(directory: Path | str, node: str) -> str:
+    """A node's certificate and key in one file, as haproxy reads them (its balancer)."""
+    return f"{directory}/node-{node}/balancer.pem"
+
+
+def client_bundle_path(directory: Path | str) -> str:
+    """The graph's client certificate and key in one file, as haproxy presents them."""
+    return f"{directory}/client-bundle.pem"
+
+
 class FrontendTlsFiles(BaseModel):
     """What the frontend's HTTPS server reads: its certificate and key, and the CA its
     clients' certificates must chain to (None: no client certificates asked for)."""

@@ -34,7 +34,7 @@ from .enums import (
     RouterMode,
     WeightDtype,
 )
-from .frontend import Frontend, Router
+from .frontend import MAX_FRONTEND_REPLICAS, FloatingAddress, Frontend, Router
 from .graph import Topology
 from .kubernetes import (
     DIGEST_RE,
@@ -91,6 +91,7 @@ __all__ = [
     "ENV_NAME_RE",
     "HOST_NAME_RE",
     "K8S_NAME_RE",
+    "MAX_FRONTEND_REPLICAS",
     "MAX_MODEL_ID_BYTES",
     "MAX_PATH_COMPONENT_BYTES",
     "MAX_SERVED_NAME_BYTES",
@@ -112,6 +113,7 @@ __all__ = [
     "Etcd",
     "EtcdMode",
     "EventPlane",
+    "FloatingAddress",
     "Frontend",
     "Hardware",
     "HostNode",

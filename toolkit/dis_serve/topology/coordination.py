@@ -18,12 +18,26 @@ class Etcd(Strict):
     url: str | None = Field(default=None, description="Client URL when external.")
     client_port: Port = Field(default=2379, description="Client port when embedded.")
     peer_port: Port = Field(default=2380, description="Peer port when embedded.")
+    members: int | None = Field(
+        default=None, ge=1, le=5,
+        description="Embedded etcd members, each on its own node (1, 3 or 5: a cluster keeps "
+                    "serving while a majority lives). Default: 3 on hosts and Slurm graphs "
+                    "of three or more nodes, else 1.")
 
     @model_validator(mode="after")
     def _url_matches_mode(self) -> Etcd:
         if self.mode is EtcdMode.EXTERNAL and not self.url:
             raise ValueError("etcd.mode is external but etcd.url is missing; set "
                              "url: http://HOST:2379 or use mode: embedded")
+        return self
+
+    @model_validator(mode="after")
+    def _members_are_odd(self) -> Etcd:
+        if self.members is not None and self.members % 2 == 0:
+            raise ValueError(f"coordination.etcd.members {self.members} is even: etcd keeps "
+                             f"serving while a majority of members lives, and {self.members} "
+                             f"members survive no more losses than {self.members - 1}; use "
+                             f"{self.members - 1} or {self.members + 1}")
         return self
 
     @property
@@ -58,6 +72,16 @@ class Nats(Strict):
     mode: NatsMode = Field(default=NatsMode.EMBEDDED, description="embedded | external | off.")
     url: str | None = Field(default=None, description="Server URL when external.")
     port: Port = Field(default=4222, description="Client port when embedded.")
+    members: int | None = Field(
+        default=None, ge=1, le=64,
+        description="Embedded NATS members, on the first nodes from the head on, routing to "
+                    "each other (a cluster): each node's processes connect to their own "
+                    "node's member, else the head's. Default: one on every node of a hosts "
+                    "or Slurm graph (a process restarted while its member is down cannot "
+                    "connect: Dynamo 1.6.1 takes one NATS URL), 1 on one machine.")
+    cluster_port: Port = Field(
+        default=6222,
+        description="The port NATS members route to each other on (mutual TLS).")
     auth: NatsAuth | None = Field(
         default=None, description="Token authentication (clients and the embedded server).")
 

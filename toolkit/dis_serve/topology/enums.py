@@ -97,11 +97,23 @@ class ProcessKind(StrEnum):
     NATS = "nats"
     FRONTEND = "frontend"
     WORKER = "worker"
+    BALANCER = "balancer"
+    """haproxy in front of several frontend replicas (render/balancer.py)."""
+    VRRP = "vrrp"
+    """keepalived, which moves the floating address between the balancers' nodes."""
     PLANNER = "planner"  # Dynamo's planner (`autoscale`), on the head node
 
     def restart_policy(self, supervision: Supervision) -> Restart:
-        """This kind's restart policy in the topology's `supervision` section."""
+        """This kind's restart policy in the topology's `supervision` section (the balancer
+        and the floating address follow the frontend's)."""
+        if self in (ProcessKind.BALANCER, ProcessKind.VRRP):
+            return supervision.frontend
         return getattr(supervision, "workers" if self is ProcessKind.WORKER else self.value)
+
+    @property
+    def is_entry(self) -> bool:
+        """What stands between clients and the frontends (balancer, floating address)."""
+        return self in (ProcessKind.BALANCER, ProcessKind.VRRP)
 
     @property
     def gates_readiness(self) -> bool:
@@ -132,21 +144,27 @@ class ProcessKind(StrEnum):
 
     @property
     def stop_rank(self) -> int:
-        """Kinds stop in rising rank: the planner (no more decisions), the frontend (no new
-        requests), then the workers, then NATS, then etcd (which the others deregister
-        from)."""
-        return {ProcessKind.PLANNER: -1, ProcessKind.FRONTEND: 0, ProcessKind.WORKER: 1,
-                ProcessKind.NATS: 2, ProcessKind.ETCD: 3}[self]
+        """Kinds stop in rising rank: the planner (no more decisions), the floating address
+        and the balancer, the frontend (no new requests), then the workers, then NATS, then
+        etcd (which the others deregister from)."""
+        return {ProcessKind.PLANNER: -1, ProcessKind.VRRP: 0, ProcessKind.BALANCER: 1,
+                ProcessKind.FRONTEND: 2, ProcessKind.WORKER: 3, ProcessKind.NATS: 4,
+                ProcessKind.ETCD: 5}[self]
 
     def port_key(self, port: str, worker_index: int = 0) -> str:
         """The topology key that sets this kind's port named `port` (worker: the
-        `worker_index`-th worker's system port), so a port conflict names what to change."""
+        `worker_index`-th worker's system port; a frontend replica's likewise), so a port
+        conflict names what to change."""
         if self is ProcessKind.WORKER:
             return f"observability.system_port_base + {worker_index}"
+        if (self, port) == (ProcessKind.FRONTEND, "replica"):
+            return f"frontend.replica_port + {worker_index}"
         return {(ProcessKind.ETCD, "client"): "coordination.etcd.client_port",
                 (ProcessKind.ETCD, "peer"): "coordination.etcd.peer_port",
                 (ProcessKind.NATS, "client"): "coordination.nats.port",
+                (ProcessKind.NATS, "cluster"): "coordination.nats.cluster_port",
                 (ProcessKind.FRONTEND, "http"): "frontend.port",
+                (ProcessKind.BALANCER, "http"): "frontend.port",
                 (ProcessKind.PLANNER, "system"): "autoscale.system_port"}[(self, port)]
 
 

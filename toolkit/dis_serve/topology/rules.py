@@ -110,6 +110,45 @@ def _check_slurm(topo: TopologySpec, slurm: SlurmPlacement) -> None:
                              "sbatch option such as --exclusive (no #SBATCH prefix)")
 
 
+def check_replicas(topo: TopologySpec) -> None:
+    """Frontend replicas and etcd members each on their own node; the one address clients
+    use (floating or the site's balancer) only where there are nodes to move between."""
+    nodes = len(topo.node_gpus())
+    multi = topo.placement.kind.multi_node
+    where = f"the graph's {nodes} node{'s' if nodes != 1 else ''}"
+    front = topo.frontend
+    if multi and topo.frontend_replicas > nodes:
+        raise ValueError(f"frontend.replicas {topo.frontend_replicas} is more than {where}: "
+                         "each replica runs on its own node, so that losing a node loses "
+                         f"one; set frontend.replicas to {nodes} or fewer")
+    for plane in ("etcd", "nats"):
+        members = getattr(topo.coordination, plane).members
+        if members is not None and members > 1 and (not multi or members > nodes):
+            raise ValueError(f"coordination.{plane}.members {members} needs {members} nodes "
+                             "of a hosts or Slurm graph (one member each), and this graph has "
+                             f"{nodes if multi else 'one machine'}; set members: 1"
+                             + (" or add nodes" if multi else ""))
+    for key, value in (("floating_address", front.floating_address),
+                       ("balancer_url", front.balancer_url)):
+        if value is not None and not multi:
+            raise ValueError(f"frontend.{key} is for hosts and Slurm graphs, and this graph "
+                             "runs on one machine (its replicas share this machine's address); "
+                             "remove it")
+    if front.floating_address is None:
+        return
+    if topo.frontend_replicas < 2:
+        raise ValueError("frontend.floating_address moves between the nodes of the frontend "
+                         "replicas, and frontend.replicas is 1; set replicas: 2 or remove "
+                         "floating_address")
+    if front.host is not None:
+        raise ValueError(f"frontend.host {front.host} and frontend.floating_address are both "
+                         "set; the load balancer binds the floating address: remove host")
+    hosts = topo.placement.hosts
+    if hosts is not None and front.floating_address.address in {n.address for n in hosts.nodes}:
+        raise ValueError(f"frontend.floating_address.address {front.floating_address.address} "
+                         "is a node's own address; give an unused address of the same network")
+
+
 def check_pools(topo: TopologySpec) -> None:
     wanted = set(topo.mode.pool_roles)
     for role in PoolRole:
@@ -222,6 +261,14 @@ def check_ports(topo: TopologySpec) -> None:
         used[port] = owner
 
     claim(topo.frontend.port, ProcessKind.FRONTEND.port_key("http"))
+    replicas = topo.frontend_replicas
+    if replicas > 1:
+        for i in range(replicas):
+            if topo.frontend.replica_port + i > 65535:
+                raise ValueError(f"frontend.replica_port {topo.frontend.replica_port} + "
+                                 f"{replicas} replicas passes 65535; lower it")
+            claim(topo.frontend.replica_port + i, f"frontend replica {i} "
+                                                  f"(frontend.replica_port + {i})")
     if topo.autoscale is not None:
         claim(topo.autoscale.system_port, ProcessKind.PLANNER.port_key("system"))
     etcd = topo.coordination.etcd
@@ -231,6 +278,8 @@ def check_ports(topo: TopologySpec) -> None:
     nats = topo.coordination.nats
     if nats.mode is NatsMode.EMBEDDED:
         claim(nats.port, ProcessKind.NATS.port_key("client"))
+        if topo.nats_members > 1:
+            claim(nats.cluster_port, ProcessKind.NATS.port_key("cluster"))
     workers = sum(p.workers for _, p in topo.active_pools())
     base = topo.observability.system_port_base
     # Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit number.
@@ -331,7 +380,7 @@ def check_kubernetes_tls(topo: TopologySpec) -> None:
 
 
 # In the order they run: the first broken rule is the one reported.
-RULES = (check_name, check_architecture, check_placement, check_pools, check_parallelism,
-         check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory, check_ports,
-         check_kv_buffer, check_autoscale, check_security, check_model_cache,
+RULES = (check_name, check_architecture, check_placement, check_replicas, check_pools,
+         check_parallelism, check_gpu_ids, check_gpu_budget, check_checkpoint, check_memory,
+         check_ports, check_kv_buffer, check_autoscale, check_security, check_model_cache,
          check_kubernetes_tls)

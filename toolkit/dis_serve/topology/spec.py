@@ -19,7 +19,7 @@ from ..hardware.sizing import MemoryFit, fit_worker_memory
 from .autoscale import Autoscale
 from .base import Strict
 from .coordination import Coordination
-from .enums import DEFAULT_BACKEND, Backend, EventPlane, Mode, PoolRole
+from .enums import DEFAULT_BACKEND, Backend, EtcdMode, EventPlane, Mode, NatsMode, PoolRole
 from .frontend import Frontend, Router
 from .kubernetes import Kubernetes
 from .model import Hardware, Model
@@ -189,6 +189,42 @@ class TopologySpec(Strict):
         exposed = self.placement.kind.multi_node or (
             host != "localhost" and not ipaddress.ip_address(host).is_loopback)
         return self.security.frontend_tls(exposed)
+
+    @property
+    def frontend_replicas(self) -> int:
+        """Frontends the graph runs: `frontend.replicas`, else 2 on a hosts or Slurm graph of
+        two or more nodes (each on its own node) and 1 otherwise."""
+        if self.frontend.replicas is not None:
+            return self.frontend.replicas
+        return 2 if self.placement.kind.multi_node and len(self.node_gpus()) >= 2 else 1
+
+    @property
+    def local_frontend_replicas(self) -> int:
+        """Frontends when the graph runs on this machine alone (`up` of a local graph, the
+        local target of any): `frontend.replicas`, else 1."""
+        return self.frontend.replicas or 1
+
+    @property
+    def etcd_members(self) -> int:
+        """Members of the embedded etcd (0 when etcd is external): `coordination.etcd.
+        members`, else 3 on a hosts or Slurm graph of three or more nodes and 1 otherwise."""
+        etcd = self.coordination.etcd
+        if etcd.mode is not EtcdMode.EMBEDDED:
+            return 0
+        if etcd.members is not None:
+            return etcd.members
+        return 3 if self.placement.kind.multi_node and len(self.node_gpus()) >= 3 else 1
+
+    @property
+    def nats_members(self) -> int:
+        """Members of the embedded NATS (0 when it is external or off): `coordination.nats.
+        members`, else one on every node of a hosts or Slurm graph and 1 on one machine."""
+        nats = self.coordination.nats
+        if nats.mode is not NatsMode.EMBEDDED:
+            return 0
+        if nats.members is not None:
+            return nats.members
+        return len(self.node_gpus()) if self.placement.kind.multi_node else 1
 
     @property
     def publishes_engine_metrics(self) -> bool:

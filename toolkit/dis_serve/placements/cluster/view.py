@@ -133,6 +133,7 @@ def node_processes_observed(look: NodeLook, running: bool) -> list[ObservedProce
         return [ObservedProcess(name=p.name, node=name, state=state)
                 for p in look.node.processes]
     found = []
+    lost = look.problem() if running and look.gone else None
     for proc in look.state.processes:
         current, ready = proc.state, proc.ready
         if not running and current.alive:
@@ -141,7 +142,7 @@ def node_processes_observed(look: NodeLook, running: bool) -> list[ObservedProce
             current, ready = ProcessState.GONE, False
         found.append(ObservedProcess(name=proc.name, node=name, pid=proc.pid, state=current,
                                      ports=dict(proc.ports), restarts=proc.restarts,
-                                     ready=ready))
+                                     ready=ready, why=lost))
     return found
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import PreflightError, RunError
 from ...launch.agent_contact import request_fault, request_stop
-from ...launch.node_data import clear_data
+from ...launch.node_data import clear_data, data_dir_nodes
 from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase
 from ...render.cluster_plan import ClusterPlan
@@ -202,7 +202,7 @@ class HostsHandle(ClusterHandle):
             f"{time.monotonic() - start:.1f} s)", *self._cleared()])
 
     def _cleared(self) -> list[str]:
-        """The head's etcd/NATS data left by an agent killed outright, when this machine is
-        the head node (node_data.py); elsewhere the next start there removes it."""
-        path = clear_data(self._run.read_topology(), os.environ)
-        return [] if path is None else [f"removed {path}, which no agent owned any more"]
+        """The nodes' data directories left by agents killed outright, on this machine
+        (node_data.py); elsewhere the next start there removes them."""
+        paths = clear_data(self._run.read_topology(), os.environ, data_dir_nodes(self._run))
+        return [f"removed {path}, which no agent owned any more" for path in paths]

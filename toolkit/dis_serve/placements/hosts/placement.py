@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...topology import PlacementKind
-from ..base import RenderedTarget
+from ..base import PlacementDefaults, RenderedTarget
 from ..cluster import rendering
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .handle import HostsHandle
 
 
-class HostsPlacement:
+class HostsPlacement(PlacementDefaults):
     target = "hosts"
     kind = PlacementKind.HOSTS
 
@@ -38,15 +38,6 @@ class HostsPlacement:
             write_inputs=lambda out: rendering.write_inputs(topo, made.plan, out / self.target,
                                                              model_card=False),
             next_steps=[f"copy {here} to every node and follow its README.md"])
-
-    def check_renderable(self, topo: Topology, source: str | None) -> None:
-        return None
-
-    def validate_warnings(self, topo: Topology) -> list[str]:
-        return []
-
-    def validate_notes(self, topo: Topology) -> list[str]:
-        return []
 
     def topology_section(self, nodes: int) -> dict:
         """`placement:` of a planned topology on `nodes` machines: each named for its index

@@ -11,6 +11,7 @@ text out.
 from __future__ import annotations
 
 from ... import __version__
+from ...errors import UserInputError
 from ...render.cluster_plan import (
     DATA_DIR_VAR,
     ClusterContext,
@@ -52,9 +53,31 @@ def render_hosts_plan(topo: Topology) -> ClusterPlan:
     if hosts is not None:
         addresses = [n.address for n in hosts.nodes]
     else:
+        topo = services_on_the_head(topo)
         addresses = [runtime(HEAD_ADDRESS if node.head else NODE_ADDRESS)
                      for node in node_layout(topo)]
     return render_cluster_plan(topo, ClusterContext(run_dir=RUN_DIR, node_addresses=addresses))
+
+
+def services_on_the_head(topo: Topology) -> Topology:
+    """A graph whose node scripts learn only their own and the head's address (no
+    placement.hosts): every service on the head, as nothing else can find another node's
+    member. UserInputError when the topology asks for more."""
+    coord = topo.coordination
+    asked = [key for key, value in (("frontend.replicas", topo.frontend.replicas),
+                                    ("coordination.etcd.members", coord.etcd.members),
+                                    ("coordination.nats.members", coord.nats.members))
+             if value is not None and value > 1]
+    if asked:
+        raise UserInputError(f"{asked[0]} is above 1, but the hosts scripts of a graph without "
+                             "placement.hosts learn only their own and the head's address",
+                             key=asked[0], fix="list every node's address in placement.hosts")
+    data = topo.model_dump(mode="json", exclude_unset=True)
+    data["frontend"] = {**data.get("frontend", {}), "replicas": 1}
+    data["coordination"] = {**data.get("coordination", {})}
+    for plane in ("etcd", "nats"):
+        data["coordination"][plane] = {**data["coordination"].get(plane, {}), "members": 1}
+    return Topology.model_validate(data)
 
 
 def _required_names(node: NodeProcesses, plan: ClusterPlan) -> list[str]:
@@ -141,9 +164,9 @@ def _agent_lines() -> list[str]:
             "(the version that",
             f"rendered these files) must be installed for the {AGENT_PYTHON} on every node's "
             "PATH; a script",
-            "stops in one line where it is not. The agents on the other nodes wait for etcd "
-            "and NATS",
-            "on the head node, so you may start every script at once; each agent restarts its",
+            "stops in one line where it is not. An agent whose node runs no etcd member waits "
+            "for one",
+            "on the others, so you may start every script at once; each agent restarts its",
             "node's processes when they crash and writes its view to state-<node>.json."]
 
 
@@ -192,7 +215,7 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       f"CA, client certificate{token} (0600, made by `dis-serve render`); copy "
                       "it with the scripts. Each node's agent signs its own server certificate "
                       "with that CA, for its address, when it starts."]
-    lines += _endpoint_lines(plan)
+    lines += _endpoint_lines(plan) + _entry_lines(topo)
     auth = topo.coordination.nats.auth
     if auth is not None:
         where = (f"the file {auth.token_file}" if auth.token_file
@@ -204,6 +227,26 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
                       f"{readable(plan.model_path)}: `dis-serve prepare` writes it, and "
                       "each node's agent makes it there if it is missing."]
     return "\n".join(lines) + "\n"
+
+
+def _entry_lines(topo: Topology) -> list[str]:
+    """What the frontend replicas' one address needs of the nodes that run them."""
+    if topo.frontend_replicas < 2:
+        return []
+    lines = ["", f"{topo.frontend_replicas} frontends run behind a load balancer on each of "
+                 "their nodes (haproxy: installed on them, on PATH or in /usr/sbin)."]
+    floating = topo.frontend.floating_address
+    if floating is not None:
+        lines.append(f"The address clients use, {floating.address}, moves between those nodes "
+                     "(keepalived's VRRP, installed too): their agents must run as root (it "
+                     "adds the address to an interface and sends VRRP), and the network must "
+                     f"let VRRP between them and route {floating.address} to whichever holds "
+                     "it.")
+    else:
+        lines.append("Without frontend.floating_address clients use the head node's balancer, "
+                     "which does not survive the head node: set it, or put your own load "
+                     "balancer in front of every node's (frontend.balancer_url).")
+    return lines
 
 
 def _endpoint_lines(plan: ClusterPlan) -> list[str]:

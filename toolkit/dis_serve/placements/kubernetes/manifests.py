@@ -20,6 +20,11 @@ from ...render.dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, 
 from ...render.engine_config import dump_engine_config, engine_config_name, render_engine_configs
 from ...render.launch_plan import model_ready_path
 from ...topology import PoolRole, Topology
+from .availability import (
+    frontend_anti_affinity,
+    frontend_replicas,
+    render_frontend_disruption_budget,
+)
 from .certificates import render_certificates
 from .model_cache import (
     cache_mount,
@@ -86,7 +91,8 @@ def target_params(topo: Topology) -> TargetParams:
     policy = f"{ROUTER_POLICY_MOUNT}/policy.yaml" if topo.router.policy_config else None
     return TargetParams(namespace=None, http_host="0.0.0.0", http_port=HTTP_PORT,  # noqa: S104
                         model_path=model_path(topo), engine_config_dir=ENGINE_CONFIG_MOUNT,
-                        router_policy_config=policy, frontend_tls=frontend_tls_files(topo))
+                        router_policy_config=policy, frontend_tls=frontend_tls_files(topo),
+                        replica_sync=frontend_replicas(topo) > 1)
 
 
 def _frontend_component(topo: Topology) -> dict[str, Any]:
@@ -111,6 +117,8 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
     pod_spec["volumes"] += volumes
     if (wait := wait_for_cache(topo)) is not None:
         pod_spec["initContainers"] = [wait]
+    if (spread := frontend_anti_affinity(topo)) is not None:
+        pod_spec["affinity"] = spread
     if topo.router.policy_config:
         # The policy file lives on the user's machine: it travels as a ConfigMap the user
         # creates from it (`render` prints the command), mounted where the flag points.
@@ -118,7 +126,7 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
                                           "mountPath": ROUTER_POLICY_MOUNT, "readOnly": True})
         pod_spec["volumes"].append({"name": "router-policy",
                                     "configMap": {"name": router_policy_map_name(topo)}})
-    return {"name": "Frontend", "type": "frontend", "replicas": 1,
+    return {"name": "Frontend", "type": "frontend", "replicas": frontend_replicas(topo),
             "podTemplate": {"spec": pod_spec}}
 
 
@@ -228,7 +236,8 @@ def render_manifests(topo: Topology) -> list[dict[str, Any]]:
     the DGD."""
     docs = [render_namespace(topo), render_claim(topo), render_download_job(topo),
             render_config_map(topo), *render_certificates(topo), render_network_policy(topo),
-            render_public_service(topo), render_dgd(topo)]
+            render_public_service(topo), render_frontend_disruption_budget(topo),
+            render_dgd(topo)]
     return [doc for doc in docs if doc is not None]
 
 
@@ -248,7 +257,9 @@ def operator_notes(topo: Topology) -> list[str]:
         "here with the same name wins, and none of those is set here.",
         "probes: the ones set here replace the operator's defaults (its worker startup "
         "probe allows 2 hours).",
-        "Service: the operator gives the frontend a ClusterIP Service of its own.",
+        "Service: the operator gives the frontend a ClusterIP Service of its own, over its "
+        f"{frontend_replicas(topo)} replicas (each on its own node; a PodDisruptionBudget "
+        "keeps a drain from taking more than one at a time).",
     ]
     notes.append(f"platform: {platform_note(topo)}")
     if uses_own_secrets(topo):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...topology import PlacementKind
-from ..base import RenderedTarget
+from ..base import PlacementDefaults, RenderedTarget
 
 if TYPE_CHECKING:
     from ...launch.run_record import RunRecord
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .handle import LocalHandle
 
 
-class LocalPlacement:
+class LocalPlacement(PlacementDefaults):
     target = "local"
     kind = PlacementKind.LOCAL
 
@@ -41,15 +41,6 @@ class LocalPlacement:
                          for path, text in render_observability(plan).items()}
         return RenderedTarget(files=files, observability=observability,
                               next_steps=[f"dis-serve up {source}"])
-
-    def check_renderable(self, topo: Topology, source: str | None) -> None:
-        return None
-
-    def validate_warnings(self, topo: Topology) -> list[str]:
-        return []
-
-    def validate_notes(self, topo: Topology) -> list[str]:
-        return []
 
     def topology_section(self, nodes: int) -> dict:
         """`placement:` of a planned topology on this machine: none (the default)."""

@@ -13,9 +13,9 @@ from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase
 from ...security.http_client import direct_client
 from ...topology import PlacementKind
-from ..cluster.view import endpoint_tls_here, observe_cluster
+from ..cluster.view import endpoint_tls_here, has_served, observe_cluster
 from ..reports import ObservedGraph
-from .queue import SlurmJob, cancel, job_state
+from .queue import JobState, SlurmJob, cancel, job_state
 
 LOG_LINES_ON_FAILURE = 15
 
@@ -29,11 +29,28 @@ def observe(run: RunDir, job: SlurmJob, client=None) -> ObservedGraph:  # httpx.
                                running=state.state == "RUNNING", supervisor=where,
                                supervisor_alive=state.active, client=client)
     if state.active and observed.phase is GraphPhase.STOPPED:
-        # Queued or being set up (starting), or ending (its steps still stopping).
-        phase = GraphPhase.STOPPING if state.state == "COMPLETING" else GraphPhase.STARTING
-        observed = observed.model_copy(update={"phase": phase})
+        observed = _waiting(run, job, state, observed)
     return observed.model_copy(update={"model_name": job.model_name,
                                        "queued_s": state.queued_s})
+
+
+def _waiting(run: RunDir, job: SlurmJob, state: JobState,
+             observed: ObservedGraph) -> ObservedGraph:
+    """A job that is not running: ending (its steps still stopping), queued (starting), or
+    pending when it cannot start: requeued after it ran (a node failed and the job was
+    allowed a requeue), or held back for a reason the scheduler will not lift itself."""
+    if state.state == "COMPLETING":
+        return observed.model_copy(update={"phase": GraphPhase.STOPPING})
+    why = f"pending ({state.reason or 'no reason given'})"
+    if state.state == "PENDING" and has_served(run):
+        problem = (f"Slurm requeued job {job.job_id} after it ran, and it is {why}: nothing "
+                   "serves until it runs again")
+    elif state.cannot_start:
+        problem = f"Slurm job {job.job_id} cannot start: it is {why}"
+    else:
+        return observed.model_copy(update={"phase": GraphPhase.STARTING})
+    return observed.model_copy(update={"phase": GraphPhase.FAILED, "problems": [problem],
+                                       "error": problem})
 
 
 def follow_until_ready(run: RunDir, job: SlurmJob, timeout_s: float,

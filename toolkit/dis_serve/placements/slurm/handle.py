@@ -138,6 +138,28 @@ class SlurmHandle(ClusterHandle):
         if not job_state(job.job_id).active:
             return StopReport(name=job.name, was_running=False, lines=[
                 f"{job.name} is not running (Slurm job {job.job_id} has ended)"])
-        took = cancel(job)
+        took = cancel(job, agents_done=self._ask_agents_to_stop())
         return StopReport(name=job.name, was_running=True, lines=[
-            f"stopped {job.name} (scancel {job.job_id}; left the queue after {took:.1f} s)"])
+            f"stopped {job.name} (scancel {job.job_id}; left the queue after {took:.1f} s)",
+            *self._cleared()])
+
+    def _ask_agents_to_stop(self) -> Callable[[], bool]:
+        """Ask every agent to stop its node in order (as the batch script's trap does: its
+        shell may have been lost with its node), and say when none runs any more."""
+        from ...launch.agent_contact import request_stop
+        from ..cluster.view import agents_running, look_at_nodes
+
+        plan = self._run.read_cluster_plan()
+        request_stop(self._run.path)
+        return lambda: not agents_running(look_at_nodes(self._run, plan))
+
+    def _cleared(self) -> list[str]:
+        """The nodes' data directories on this machine that no agent owns any more (an
+        agent killed outright; node_data.py)."""
+        import os
+
+        from ...launch.node_data import SLURM_JOB_ENV, clear_data, data_dir_nodes
+
+        paths = clear_data(self._run.read_topology(), os.environ | {
+            SLURM_JOB_ENV: self._submitted().job_id}, data_dir_nodes(self._run))
+        return [f"removed {path}, which no agent owned any more" for path in paths]

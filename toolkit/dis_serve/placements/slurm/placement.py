@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...topology import PlacementKind
-from ..base import RenderedTarget
+from ..base import PlacementDefaults, RenderedTarget
 from ..cluster import rendering
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .handle import SlurmHandle
 
 
-class SlurmPlacement:
+class SlurmPlacement(PlacementDefaults):
     target = "slurm"
     kind = PlacementKind.SLURM
 
@@ -39,15 +39,6 @@ class SlurmPlacement:
                                                              model_card=False),
             next_steps=[f"cd {here} && sbatch {SCRIPT_FILE} (or dis-serve up {source} with "
                         "placement: slurm)"])
-
-    def check_renderable(self, topo: Topology, source: str | None) -> None:
-        return None
-
-    def validate_warnings(self, topo: Topology) -> list[str]:
-        return []
-
-    def validate_notes(self, topo: Topology) -> list[str]:
-        return []
 
     def topology_section(self, nodes: int) -> dict:
         """`placement:` of a planned topology on `nodes` nodes of one job."""

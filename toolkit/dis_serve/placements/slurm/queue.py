@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +20,15 @@ from ...launch.run_record import RunRecord
 from ...launch.rundir import RunDir
 
 SLURM_TIMEOUT_S = 30
+# How long `down` leaves a job whose agents have all stopped to end by itself.
+AFTER_AGENTS_S = 2.0
+# squeue's reasons (slurm.h's job_state_reason strings) for a pending job that waits on
+# something other than its turn: an administrator, a node that is down or drained, a
+# partition that is down or too small, a dependency that can never be met.
+NEVER_STARTS = frozenset({
+    "JobHeldAdmin", "JobHeldUser", "ReqNodeNotAvail", "NodeDown", "PartitionDown",
+    "PartitionInactive", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
+    "DependencyNeverSatisfied", "InvalidAccount", "InvalidQOS", "launch failed requeued held"})
 
 
 class SlurmJob(BaseModel):
@@ -43,6 +53,13 @@ class JobState(BaseModel):
     submit_time: datetime | None = None
     start_time: datetime | None = None
     nodes: str = ""
+    reason: str = Field(default="", description="squeue's reason a pending job waits (%r).")
+
+    @property
+    def cannot_start(self) -> bool:
+        """Pending for a reason the scheduler will not lift by itself soon: held, a node it
+        needs down or drained, a partition that cannot run it."""
+        return self.state == "PENDING" and self.reason.split(",")[0].strip() in NEVER_STARTS
 
     @property
     def active(self) -> bool:
@@ -66,13 +83,13 @@ def slurm_command(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def job_state(job_id: str) -> JobState:
-    out = slurm_command("squeue", "-h", "-j", job_id, "-o", "%T|%V|%S|%N")
+    out = slurm_command("squeue", "-h", "-j", job_id, "-o", "%T|%V|%S|%N|%r")
     line = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
     if out.returncode != 0 or not line:
         return JobState(state="GONE")
-    state, submit, start, nodes = [*line.split("|"), "", "", ""][:4]
+    state, submit, start, nodes, reason = [*line.split("|"), "", "", "", ""][:5]
     return JobState(state=state, submit_time=_time(submit), start_time=_time(start),
-                    nodes=nodes)
+                    nodes=nodes, reason=reason.strip())
 
 
 def _time(text: str) -> datetime | None:
@@ -103,16 +120,23 @@ def read_job(run: RunDir) -> SlurmJob | None:
 
 
 
-def cancel(job: SlurmJob, timeout_s: float = 60.0, grace_s: float = 20.0) -> float:
+def cancel(job: SlurmJob, timeout_s: float = 60.0, grace_s: float = 20.0,
+           agents_done: Callable[[], bool] | None = None) -> float:
     """Stop the job in order and wait until it has left the queue; seconds that took.
 
     SIGTERM to the batch script only (its trap stops the frontend and workers, then NATS and
     etcd, and the job ends); a plain scancel, which signals every step at once, if the job
-    is still there after `grace_s`."""
+    is still there after `grace_s`, or as soon as `agents_done` says every agent has stopped
+    (the caller asked them itself: a job whose batch script was lost with its node stays in
+    the queue with nothing left to run)."""
     start = time.monotonic()
     slurm_command("scancel", "--batch", "--signal=TERM", job.job_id)
     while job_state(job.job_id).active:
         elapsed = time.monotonic() - start
+        if agents_done is not None and agents_done():
+            # A batch script that lives ends the job itself within a moment (its exit trap
+            # clears data first); one lost with its node never will.
+            grace_s, agents_done = min(grace_s, elapsed + AFTER_AGENTS_S), None
         if elapsed > grace_s:
             out = slurm_command("scancel", job.job_id)
             if out.returncode != 0 and job_state(job.job_id).active:

@@ -124,6 +124,12 @@ def _sbatch_lines(topo: Topology) -> list[str]:
         # job_script_minimal.j2 --exclusive), and all of each node's memory (--mem=0, sbatch's
         # "all memory"), where a per-CPU default would OOM-kill a 70B load.
         options += [o for o in ("--exclusive", "--mem=0") if o not in slurm.sbatch_extra]
+    # A lost node must not end the job: the agents on the others keep serving (--no-kill),
+    # and Slurm must not requeue it either, which would stop the survivors and start the
+    # whole graph again from the queue (--no-requeue), unless sbatch_extra says otherwise.
+    options += [option for option, taken in (("--no-kill", ("--no-kill", "-k")),
+                                             ("--no-requeue", ("--no-requeue", "--requeue")))
+                if not any(extra.startswith(taken) for extra in slurm.sbatch_extra)]
     # At the time limit Slurm signals every process of every step at once (no stop order);
     # SIGTERM to the batch shell alone a minute before lets its trap ask the agents to stop
     # their nodes in order (the stop request), within the 10 s grace and the cross-node wait.

@@ -1,0 +1,70 @@
+"""The rendered load-balancer and floating-address configurations pass haproxy's and
+keepalived's own configuration checks (`haproxy -c`, `keepalived -t`), with the graph's real
+certificate files in place. Nothing listens: these are the tools' parsers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dis_serve.render.balancer import (
+    BalancerSettings,
+    BalancerTls,
+    Replica,
+    VrrpSettings,
+    haproxy_config,
+    keepalived_config,
+)
+from dis_serve.security.certs import issue_graph_pki
+
+pytestmark = pytest.mark.integration
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name) or (f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").is_file()
+                                   else None)
+    if found is None:
+        pytest.skip(f"{name} is not installed (make install adds it as root)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory) -> BalancerTls:
+    pki = issue_graph_pki("balancer-test", ["10.0.0.1", "10.0.0.100"])
+    directory = tmp_path_factory.mktemp("tls with space")
+    files = {"server.pem": pki.server_cert + pki.server_key, "ca.pem": pki.ca_cert,
+             "client.pem": pki.client_cert + pki.client_key}
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    return BalancerTls(server_pem=str(directory / "server.pem"),
+                       ca_cert=str(directory / "ca.pem"),
+                       client_pem=str(directory / "client.pem"),
+                       client_ca=str(directory / "ca.pem"))
+
+
+def test_haproxy_accepts_the_balancer_of_an_https_graph(tmp_path, tls):
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(haproxy_config(BalancerSettings(
+        bind_host="10.0.0.100", bind_port=18801, floating=True, model_name="org/model 7b",
+        replicas=[Replica(name="frontend-0", host="10.0.0.1", port=18802),
+                  Replica(name="frontend-1", host="10.0.0.2", port=18803)],
+        monitor_socket=str(tmp_path / "monitor.sock"), tls=tls)))
+    checked = subprocess.run([_binary("haproxy"), "-c", "-f", str(config)],
+                             capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_keepalived_accepts_the_floating_address(tmp_path):
+    config = tmp_path / "keepalived.conf"
+    config.write_text(keepalived_config(VrrpSettings(
+        instance="dis-serve-demo", router_id=51, interface="eth0", address="10.0.0.1",
+        peers=["10.0.0.2", "10.0.0.3"], floating_address="10.0.0.100",
+        monitor_socket=str(tmp_path / "monitor.sock"), bid_file=str(tmp_path / "bid"),
+        first=False)))
+    report = tmp_path / "check.log"
+    checked = subprocess.run([_binary("keepalived"), f"-t{report}", "-f", str(config)],
+                             capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, report.read_text() if report.exists() else checked.stderr
