@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity",
+BENCHMARKS = ["bringup", "footprint", "bench_overhead", "bench_fidelity", "autoscale",
               "plan_vs_aiconfigurator", "plan_scale", "workloads", "slurm_bringup",
               "top_scrape_cost", "tls_cost", "multinode"]
 

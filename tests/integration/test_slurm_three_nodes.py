@@ -248,3 +248,52 @@ def test_a_three_node_graph_heals_every_kill_and_down_leaves_nothing_for_a_clean
     _nothing_left(netns_cluster, run)
     _stopped_in_order(run)
     assert not _data_dir("it-3node", again.job_id).exists()
+
+
+def _scalable(tmp_path: Path, name: str) -> Path:
+    """The 3-node graph with a spare GPU on every node (the job holds them: hardware) and
+    room for two more decode workers."""
+    data = relocate(single_head_data("demo-3node-slurm.yaml"), name, BASE)
+    data["hardware"]["gpus_per_node"] = 2
+    data["pools"]["decode"]["max_workers"] = 4
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _decode_on(run: RunDir) -> dict[str, str]:
+    """Ready decode workers -> their node, as the agents' state files say."""
+    found = {}
+    for node in ("node0", "node1", "node2"):
+        for proc in _node_state(run, node).get("processes", []):
+            if proc["name"].startswith("decode-") and proc["state"] == "ready":
+                found[proc["name"]] = node
+    return found
+
+
+def test_scale_on_the_three_node_bed_adds_and_drains_workers_across_nodes_under_load(
+        netns_cluster, tmp_path):
+    from chat_load import StreamingChats
+
+    home = tmp_path / "home"
+    run, _job = _up(netns_cluster, home, _scalable(tmp_path, "it-3scale"), "it-3scale")
+    endpoint = f"https://{HEAD}:{BASE}"
+    verify = ssl.create_default_context(cafile=run.path / "tls" / "ca.pem")
+    try:
+        with StreamingChats(endpoint, "demo-model", threads=4, max_tokens=48, timeout_s=20,
+                            verify=verify) as load:
+            up = _cli(netns_cluster, home, "scale", "it-3scale", "decode=4")
+            assert up.returncode == 0, up.stdout + up.stderr
+            on = _decode_on(run)
+            assert len(on) == 4 and len(set(on.values())) == 3, on  # every node holds one
+            down = _cli(netns_cluster, home, "scale", "it-3scale", "decode=2")
+            assert down.returncode == 0, down.stdout + down.stderr
+            assert sorted(_decode_on(run)) == ["decode-0", "decode-1"]
+        outcomes = list(load.outcomes)
+        assert outcomes and [o.problem for o in outcomes if not o.ok] == []
+        assert all(o.tokens == load.max_tokens for o in outcomes if o.ok)
+        assert run.read_cluster_plan().revision == 2
+    finally:
+        stopped = _cli(netns_cluster, home, "down", "it-3scale")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    _nothing_left(netns_cluster, run)

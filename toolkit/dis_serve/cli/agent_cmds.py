@@ -14,6 +14,7 @@ import typer
 from ..inputs.options import Command
 
 if TYPE_CHECKING:
+    from ..change.requests import AutoscalerRequest
     from ..launch.request import AgentRequest, ClearDataRequest, InflictRequest
 
 
@@ -66,6 +67,19 @@ def clear_data(request: ClearDataRequest) -> None:
         print(f"removed {path} (no agent owned it any more)")
 
 
+def autoscaler(request: AutoscalerRequest) -> None:
+    """Beside Dynamo's planner (`autoscale`; the supervisor starts it): carry out and
+    acknowledge each of its decisions (change/autoscaler.py)."""
+    from ..change.autoscaler import run_autoscaler
+    from ..launch.rundir import RunDir
+    from ..placements.registry import handle_for_run
+
+    run = RunDir(request.run_dir)
+    run_autoscaler(handle_for_run(run).live(), run.read_topology().namespace)
+
+
 COMMANDS = (Command(agent, ("dis_serve.launch.request:AgentRequest",)),
             Command(inflict, ("dis_serve.launch.request:InflictRequest",), hidden=True),
-            Command(clear_data, ("dis_serve.launch.request:ClearDataRequest",), hidden=True))
+            Command(clear_data, ("dis_serve.launch.request:ClearDataRequest",), hidden=True),
+            Command(autoscaler, ("dis_serve.change.requests:AutoscalerRequest",),
+                    hidden=True))

@@ -26,6 +26,7 @@ def command_groups() -> tuple:
     from . import (
         agent_cmds,
         bench_cmds,
+        change_cmds,
         chaos_cmds,
         doctor_cmds,
         launch_cmds,
@@ -34,8 +35,8 @@ def command_groups() -> tuple:
         topology_cmds,
     )
 
-    return (topology_cmds, launch_cmds, agent_cmds, doctor_cmds, bench_cmds, chaos_cmds,
-            plan_cmds, observe_cmds)
+    return (topology_cmds, launch_cmds, change_cmds, agent_cmds, doctor_cmds, bench_cmds,
+            chaos_cmds, plan_cmds, observe_cmds)
 
 
 def command_table() -> list:  # -> list[inputs.options.Command]
@@ -50,8 +51,8 @@ def build_app():  # -> typer.Typer
 
     app = typer.Typer(
         name="dis-serve",
-        help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, doctor, bench, "
-             "chaos, plan, diff, top.",
+        help="Disaggregated LLM serving on NVIDIA Dynamo: validate, render, up, scale, apply, "
+             "doctor, bench, chaos, plan, diff, top.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

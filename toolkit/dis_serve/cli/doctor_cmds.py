@@ -70,6 +70,8 @@ def render(report: DoctorReport) -> Group:
     head = f"{report.graph or report.namespace}: " + (
         "healthy" if report.healthy else f"{len(report.findings)} findings")
     parts: list = [Text(head)]
+    if report.change:
+        parts.append(Text(report.change))
     if report.etcd.error is None:
         parts += [registrations_table(report), Text(router_line(report))]
     parts += [Text(line) for line in nats_lines(report)]

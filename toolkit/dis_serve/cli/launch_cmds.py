@@ -44,8 +44,9 @@ def status_table(observed: ObservedGraph) -> Table:
         table.add_column(column, justify="right" if column in ("pid", "restarts") else "left")
     for proc in observed.processes:
         ports = ", ".join(str(p) for p in proc.ports.values()) or "-"
+        state = proc.state.value + (" (new)" if proc.joining else "")
         table.add_row(proc.name, *((proc.node or "-",) if nodes else ()), str(proc.pid or "-"),
-                      proc.state.value, ports, str(proc.restarts), "yes" if proc.ready else "no",
+                      state, ports, str(proc.restarts), "yes" if proc.ready else "no",
                       *((proc.why or "",) if why else ()))
     return table
 
@@ -179,6 +180,8 @@ def status(request: StatusRequest) -> None:
         console.print_json(observed.model_dump_json())
         raise typer.Exit(observed.verdict.exit_code)
     console.print(status_table(observed))
+    if observed.change:
+        console.print(observed.change, markup=False)
     if observed.serving:
         router = f"; router: {observed.router}" if observed.router else ""
         console.print(f"serving {observed.model_name} at {observed.endpoint} "

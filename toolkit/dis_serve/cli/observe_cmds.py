@@ -124,6 +124,8 @@ def render_frame(frame):
     if any(p.node for p in frame.processes):
         parts.append(_process_table(frame))
     parts += [Text(_frontend_line(frame)), Text(frame.verdict, style="bold")]
+    if frame.change:
+        parts.append(Text(frame.change, style="cyan"))
     parts += [Text(problem, style="bold red") for problem in frame.node_problems]
     if frame.unreachable:
         parts.append(Text("not answering: " + ", ".join(frame.unreachable), style="yellow"))

@@ -39,6 +39,7 @@ class DoctorTarget:
     graph: str | None = None
     plan: LaunchPlan | None = None
     pids: dict[int, str] = field(default_factory=dict)  # our graph's: pid -> process name
+    change: str | None = None  # our graph's change under way, or how the last one ended
 
 
 class DoctorReport(BaseModel):
@@ -50,17 +51,24 @@ class DoctorReport(BaseModel):
     nats: NatsView | None
     traffic: TrafficView | None
     findings: list[Finding]
+    change: str | None = Field(default=None, description="A change of the running graph "
+                                                         "under way, or how the last ended.")
 
     @property
     def healthy(self) -> bool:
         return not self.findings
 
 
-def expectations(topo: Topology) -> Expectations:
+def expectations(topo: Topology, plan: LaunchPlan | None = None) -> Expectations:
+    """What a healthy graph registers: the workers of `plan` where given (a graph changed
+    while it serves runs what its plan's revision says), else of the topology's pools."""
     workers: dict[str, int] = {}
-    for role, pool in topo.active_pools():
+    counts = ({role: pool.workers for role, pool in topo.active_pools()} if plan is None else
+              {role: sum(1 for w in plan.workers if w.role is role)
+               for role, _ in topo.active_pools()})
+    for role, count in counts.items():
         component = role.dynamo_component
-        workers[component] = workers.get(component, 0) + pool.workers
+        workers[component] = workers.get(component, 0) + count
     roles = [role for role, _ in topo.active_pools()]
     return Expectations(
         workers=workers,
@@ -87,7 +95,7 @@ def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:
                 else []))
     return DoctorReport(namespace=target.namespace, graph=target.graph,
                         expected=target.expected, etcd=etcd, nats=nats, traffic=traffic,
-                        findings=found)
+                        findings=found, change=target.change)
 
 
 async def _read_planes(target: DoctorTarget, window_s: float) -> tuple[EtcdView,

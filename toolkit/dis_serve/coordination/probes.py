@@ -128,7 +128,7 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
     code, body = _get_json(client, probe.url)
     if code != 200:
         return Probe(answered=code != 0, ready=False)
-    if spec.kind is ProcessKind.WORKER:
+    if spec.kind.reports_readiness:
         return Probe(answered=True,
                      ready=isinstance(body, dict) and body.get("status") == "ready")
     return Probe(answered=True, ready=True)

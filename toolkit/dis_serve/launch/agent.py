@@ -70,6 +70,7 @@ from .keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
 from .node_configs import NodeContext, write_node_configs
 from .node_data import DataDirClaim, claim_data_dir, coordination_data_dir
 from .node_stop import CrossNodeStop
+from .plan_watch import PlanWatch
 from .rundir import PRIVATE_FILE, RunDir
 from .secrets import GraphSecrets
 from .startup_budget import worker_startup_budget_s
@@ -210,6 +211,8 @@ def _write_missing_inputs(topo: Topology, own: LaunchPlan, run_dir: Path) -> Non
 
 # The services that keep files on the node's own disk (node_data.py).
 _NODE_DATA_KINDS = (ProcessKind.ETCD, ProcessKind.NATS, ProcessKind.BALANCER, ProcessKind.VRRP)
+# What a change of the running graph starts, drains or starts anew (change/).
+_CHANGED_KINDS = (ProcessKind.WORKER, ProcessKind.PLANNER)
 
 
 def run_agent(run_dir: Path, node: str) -> int:
@@ -238,7 +241,7 @@ def run_agent(run_dir: Path, node: str) -> int:
                                        values=values, run_dir=run.path, data_dir=data_dir))
         own = _with_member_state(topo, own, whole, node, run.path)
         write_atomic(run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
-        share = _NodeShare(run, topo, cluster, own, whole, secrets, data_dir)
+        share = _NodeShare(run, topo, cluster, own, whole, secrets, values, data_dir)
         return keep_supervised(run, _orphan_cleanup(share, claim))
     finally:
         if claim is not None:  # the agent stops for good: its node's data goes with it
@@ -288,6 +291,7 @@ class _NodeShare:
     own: LaunchPlan
     whole: LaunchPlan
     secrets: GraphSecrets
+    values: dict[str, str]
     data_dir: Path
     """The node's own data directory (node_data.py)."""
 
@@ -297,6 +301,21 @@ class _NodeShare:
 
     def say(self, line: str) -> None:
         print(f"[{self.node}] {line}", flush=True)
+
+    def read_own_plan(self) -> LaunchPlan:
+        """This node's share of the cluster plan as it is now (a change of the running
+        graph raised its revision), resolved with the addresses found at start, and written
+        to plan-<node>.json for the client as at start."""
+        topo = self.run.read_topology()
+        own, _whole = node_launch_plan(self.run.read_cluster_plan(), self.node, self.values,
+                                       self.run.path, topo)
+        # A change moves workers and the planner; the node's services keep what they were
+        # started with (an etcd member's start state is decided once: _with_member_state).
+        started = {p.name: p for p in self.own.processes if p.kind not in _CHANGED_KINDS}
+        own = own.model_copy(update={"processes": [started.get(p.name, p)
+                                                   for p in own.processes]})
+        write_atomic(self.run.plan_file, own.model_dump_json(indent=2), PRIVATE_FILE)
+        return own
 
     def other_states(self) -> dict[str, GraphStatus | None]:
         """The other nodes' agents' last view (state-<node>.json), None where none is or
@@ -319,7 +338,9 @@ def _supervise_node(share: _NodeShare) -> int:
     supervisor = Supervisor(share.own, share.run, ready_timeout_s=budget,
                             secrets=share.secrets,
                             on_event=lambda event: share.say(describe(event)),
-                            before_stopping=CrossNodeStop(share.other_states, say=share.say))
+                            before_stopping=CrossNodeStop(share.other_states, say=share.say),
+                            plan_source=PlanWatch(share.run.path / CLUSTER_PLAN_FILE,
+                                                  share.read_own_plan))
     def on_stop(signum: int, _frame: object) -> None:
         # os.write, not print: a handler must not re-enter the buffered stdout it interrupted
         os.write(1, f"[{share.node}] {signal.Signals(signum).name}: stopping\n".encode())

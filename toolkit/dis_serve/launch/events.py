@@ -71,6 +71,15 @@ class Retrying:
 
 
 @dataclass(frozen=True)
+class Changed:
+    """The plan's revision changed while the graph serves (scale, apply, the planner)."""
+
+    revision: int
+    started: list[str]
+    draining: list[str]
+
+
+@dataclass(frozen=True)
 class StateWriteFailing:
     path: str
     error: str
@@ -82,7 +91,7 @@ class StateWritten:
 
 
 SupervisorEvent = (Ready | Failed | Restarting | Restarted | Hung | GaveUp | Retrying
-                   | RegistrationsLost | StateWriteFailing | StateWritten)
+                   | RegistrationsLost | Changed | StateWriteFailing | StateWritten)
 
 
 def describe(event: SupervisorEvent) -> str:
@@ -105,6 +114,10 @@ def describe(event: SupervisorEvent) -> str:
                     f"{log_tail}")
         case Retrying(process):
             return f"{process}: trying again after giving up"
+        case Changed(revision, started, draining):
+            parts = ([f"starting {', '.join(started)}"] if started else []) + (
+                [f"draining {', '.join(draining)}"] if draining else [])
+            return f"revision {revision}: " + ("; ".join(parts) or "nothing to start or drain")
         case RegistrationsLost(worker_type, router, processes):
             return (f"the router lost {worker_type} workers that run and are ready "
                     f"({router}): restarting {', '.join(processes)} so they register again")

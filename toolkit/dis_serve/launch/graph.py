@@ -22,7 +22,7 @@ from ..errors import RunError
 from ..files.atomic_file import write_atomic
 from ..render.dynamo_argv import LOOPBACK
 from ..render.launch_plan import LaunchPlan, RenderContext, nats_config, render_launch_plan
-from ..render.run_layout import COORDINATION_DATA, NATS_CONFIG
+from ..render.run_layout import CHANGE_FILES, COORDINATION_DATA, NATS_CONFIG
 from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind, Topology
@@ -31,6 +31,7 @@ from .disk_space import check_disk, needed_bytes
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover, claim
+from .plan_watch import PlanWatch
 from .port_claims import claim_ports
 from .preflight import (
     check_backend,
@@ -84,10 +85,11 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
-    plan = render_launch_plan(topo, RenderContext(
+    context = RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
         haproxy_bin=binaries.haproxy,
-        nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+        nats_bin=binaries.nats, model_path=local_model_dir(topo))
+    plan = render_launch_plan(topo, context)
     check_memory(plan, topo)
     claim_ports(plan, lock)
     check_ports(plan, topo)
@@ -98,7 +100,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     # An old etcd keeps the old workers' registrations (until their leases expire), which
     # the new frontend would route to. (Within one run they are kept: a restarted etcd or
     # NATS finds its data again.)
-    run_dir.remove(COORDINATION_DATA)
+    run_dir.remove(COORDINATION_DATA + CHANGE_FILES)
     # After the last run's etcd and NATS data made their room.
     check_disk(topo.name, needed_bytes(plan, topo, Path(plan.run_dir)),
                fix="set DIS_SERVE_HOME to a directory on a larger disk")
@@ -107,7 +109,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
     write_coordination_inputs(topo, run_dir)
-    run_dir.write_launch_inputs(topo, plan)
+    run_dir.write_launch_inputs(topo, plan, context)
     # Also replaces the record of an earlier run of this name elsewhere (a Slurm job's).
     record = build_record(topo, placement=PlacementKind.supervised_here(),
                           run_dir=str(run_dir.path.resolve()), frontend=plan.endpoint,
@@ -240,9 +242,10 @@ def launch_graph(topo: Topology, *, run_root: Path | None = None,
     readiness budget defaults to the workers' startup budget for the backend and model."""
     ready_timeout_s = readiness_timeout_s(topo, ready_timeout_s)
     prepared = prepare_run(topo, run_root, keep_runs=keep_runs)
-    supervisor = Supervisor(prepared.plan, prepared.run_dir, ready_timeout_s=ready_timeout_s,
-                            on_event=on_event,
-                            secrets=prepared.secrets)
+    run_dir = prepared.run_dir
+    supervisor = Supervisor(prepared.plan, run_dir, ready_timeout_s=ready_timeout_s,
+                            on_event=on_event, secrets=prepared.secrets,
+                            plan_source=PlanWatch(run_dir.plan_file, run_dir.read_plan))
     # A daemon thread: if the caller forgets to stop, interpreter exit still runs `stop`
     # (atexit), and if the process is killed the kernel kills the children (pdeathsig).
     thread = threading.Thread(target=supervisor.run, name=f"dis-serve-{topo.name}",

@@ -32,10 +32,11 @@ from ..files.private_path import (
     open_private,
     read_own_text,
 )
-from ..render.launch_plan import LaunchPlan
+from ..render.launch_plan import LaunchPlan, RenderContext
 from ..render.run_layout import (
     ADDRESSES_FILE,
     CLUSTER_PLAN_FILE,
+    CONTEXT_FILE,
     EARLIER_RUN_GLOBS,
     LEGACY_SLURM_JOB_FILE,
     LOGS_DIR,
@@ -250,10 +251,32 @@ class RunDir:
             return time.time()
 
     # --- the files ------------------------------------------------------------------------
-    def write_launch_inputs(self, topo: Topology, plan: LaunchPlan) -> None:
+    @property
+    def context_file(self) -> Path:
+        """What the plan was rendered with besides the topology (interpreter, binaries,
+        model directory), so a change of the running graph renders its new workers alike."""
+        return self.path / CONTEXT_FILE
+
+    def write_launch_inputs(self, topo: Topology, plan: LaunchPlan,
+                            context: RenderContext | None = None) -> None:
         self.prepare()
         write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
         write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
+        if context is not None:
+            self.write_context(context)
+
+    def write_context(self, context: RenderContext) -> None:
+        write_atomic(self.context_file, context.model_dump_json(indent=2), PRIVATE_FILE)
+
+    def write_topology(self, topo: Topology) -> None:
+        """The topology the graph now runs (a change of the running graph, once done)."""
+        write_atomic(self.topology_file, topo.model_dump_json(indent=2), PRIVATE_FILE)
+
+    def write_plan(self, plan: LaunchPlan) -> None:
+        write_atomic(self.plan_file, plan.model_dump_json(indent=2), PRIVATE_FILE)
+
+    def read_context(self) -> RenderContext:
+        return RenderContext.model_validate_json(read_own_text(self.context_file))
 
     def write_record(self, record: RunRecord) -> None:
         """The run record (launch/run_record.py), written by the handle that starts the run."""

@@ -40,7 +40,7 @@ class GraphSecrets:
             env[NATS_TOKEN_ENV] = nats_config_string(self.nats_token)
         elif self.nats_token and kind is not ProcessKind.ETCD:
             env[NATS_TOKEN_ENV] = self.nats_token
-        if kind in (ProcessKind.FRONTEND, ProcessKind.WORKER):
+        if kind in (ProcessKind.FRONTEND, ProcessKind.WORKER, ProcessKind.PLANNER):
             env |= self.etcd_client
         return env
 

@@ -16,6 +16,7 @@ class ProcessState(StrEnum):
     READY = "ready"
     UNHEALTHY = "unhealthy"    # was ready; its health probe fails now (still running)
     BACKOFF = "backoff"        # crashed; waiting to restart
+    DRAINING = "draining"      # left the plan (a change): out of routing, finishing requests
     STOPPING = "stopping"
     STOPPED = "stopped"
     FAILED = "failed"          # exited and will not be restarted (given up)
@@ -26,7 +27,7 @@ class ProcessState(StrEnum):
     @property
     def alive(self) -> bool:
         return self in (ProcessState.STARTING, ProcessState.READY, ProcessState.UNHEALTHY,
-                        ProcessState.STOPPING)
+                        ProcessState.DRAINING, ProcessState.STOPPING)
 
 
 class GraphPhase(StrEnum):
@@ -59,6 +60,9 @@ class ProcessStatus(BaseModel):
     restarts: int = 0
     ready: bool = False
     exit_code: int | None = Field(default=None, description="Last exit status, if it exited.")
+    joining: bool = Field(
+        default=False, exclude_if=lambda joining: not joining,
+        description="Started by a change of the running graph and not routed to yet.")
 
 
 class GraphStatus(BaseModel):
@@ -81,6 +85,10 @@ class GraphStatus(BaseModel):
         default_factory=list,
         description="While degraded: what is down, restarting or given up, and why.")
     processes: list[ProcessStatus]
+    revision: int = Field(
+        default=0, exclude_if=lambda revision: revision == 0,
+        description="The plan revision the supervisor has reconciled its processes to (0: "
+                    "the plan `up` started; every change of the running graph raises it).")
 
     def process(self, name: str) -> ProcessStatus:
         for proc in self.processes:

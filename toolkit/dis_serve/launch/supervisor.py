@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from ..coordination.probes import (
     RouterView,
+    expected_workers,
     http_client,
     probe_process,
     router_view,
@@ -47,6 +48,7 @@ from ..coordination.probes import (
 from ..render.launch_plan import LaunchPlan, ProcessSpec
 from ..topology import ProcessKind
 from . import events
+from .drain import Drain
 from .liveness_policy import RegistrationWatch, unanswered_before_restart
 from .process import DEFAULT_GRACE_S, ChildProcess, create_time
 from .restart_policy import GiveUp, RestartTracker
@@ -78,6 +80,8 @@ class _Slot:
     unanswered_probes: int = 0
     exit_code: int | None = None
     problem: str | None = None
+    joining: bool = False  # started by a change; not routed to yet
+    drain: Drain | None = None
 
     @property
     def spec(self) -> ProcessSpec:
@@ -94,8 +98,12 @@ class Supervisor:
                  poll_s: float = 0.05, steady_poll_s: float = 0.25,
                  on_event: Callable[[events.SupervisorEvent], None] | None = None,
                  secrets: GraphSecrets | None = None,
-                 before_stopping: Callable[[list[ProcessSpec]], None] | None = None) -> None:
+                 before_stopping: Callable[[list[ProcessSpec]], None] | None = None,
+                 plan_source: Callable[[int], LaunchPlan | None] | None = None) -> None:
         self.plan = plan
+        # A newer revision of the plan (a change of the running graph), or None: asked
+        # every steady poll with the revision reconciled so far (plan_watch.py).
+        self.plan_source = plan_source or (lambda _revision: None)
         self.run_dir = run_dir
         self.ready_timeout_s = ready_timeout_s
         self.supervision = plan.supervision
@@ -109,11 +117,8 @@ class Supervisor:
         self.finished = threading.Event()
         self.error: str | None = None
         self._stop = threading.Event()
-        secrets = secrets or GraphSecrets()
-        self._slots = [_Slot(ChildProcess(spec, run_dir.log_file(spec.name),
-                                          secrets.env_for(spec.kind)),
-                             RestartTracker(spec.kind.restart_policy(self.supervision)))
-                       for spec in plan.processes]
+        self._secrets = secrets or GraphSecrets()
+        self._slots = [self._new_slot(spec) for spec in plan.processes]
         self._phase = GraphPhase.STARTING
         self._started_wall = time.time()
         self._first_spawn: float | None = None
@@ -205,7 +210,8 @@ class Supervisor:
     def _all_up(self) -> bool:
         """Every process not given up is ready, and the router has attached every such
         worker (a worker can be healthy before the frontend has discovered it)."""
-        running = [s for s in self._slots if s.state is not ProcessState.FAILED]
+        running = [s for s in self._slots if s.state is not ProcessState.FAILED
+                   and s.spec.kind.gates_readiness]
         if not all(s.ready for s in running):
             return False
         workers = [s.spec for s in running if s.spec.kind is ProcessKind.WORKER]
@@ -219,8 +225,9 @@ class Supervisor:
         self._stop.wait(wait_s)
 
     def _mark_ready(self) -> None:
-        assert self._first_spawn is not None
-        self._ready_after = time.monotonic() - self._first_spawn
+        # A node with nothing to start yet (a Slurm job's spare node) is ready at once.
+        started = self._first_spawn
+        self._ready_after = 0.0 if started is None else time.monotonic() - started
         self._phase = self._serving_phase()
         self._publish()
         self.ready.set()
@@ -265,6 +272,7 @@ class Supervisor:
                 next_rotation = time.monotonic() + LOG_ROTATION_EVERY_S
             self._check_exits()
             self._restart_due()
+            self._reconcile()
             starting = [s for s in self._slots if s.state is ProcessState.STARTING]
             if starting:
                 self._probe(starting, self._http)
@@ -279,8 +287,14 @@ class Supervisor:
             self._stop.wait(self.poll_s if starting else self.steady_poll_s)
 
     def _serving_phase(self) -> GraphPhase:
-        return (GraphPhase.READY if all(s.state is ProcessState.READY for s in self._slots)
-                and self._router_problem is None else GraphPhase.DEGRADED)
+        """Ready when every process is, but for those a change is bringing in or taking
+        out, and a planner still starting (neither is a problem of the graph)."""
+        settled = all(s.state is ProcessState.READY or s.state is ProcessState.DRAINING
+                      or (s.state is ProcessState.STARTING
+                          and (s.joining or not s.spec.kind.gates_readiness))
+                      for s in self._slots)
+        return (GraphPhase.READY if settled and self._router_problem is None
+                else GraphPhase.DEGRADED)
 
     def _probe(self, slots: list[_Slot], client: httpx.Client, *,
                liveness: bool = False) -> None:
@@ -331,6 +345,13 @@ class Supervisor:
         view = router_view(self._live_client or self._http, self.plan, [s.spec for s in ready])
         if not view.answered:
             return  # the frontend's liveness probe reports that
+        if view.complete:
+            for slot in ready:
+                slot.joining = False
+        # A worker a change started is expected once the router has attached it.
+        ready = [s for s in ready if not s.joining]
+        view = RouterView(seen=view.seen, expected=expected_workers(self.plan,
+                                                                    [s.spec for s in ready]))
         self._router_problem = None if view.complete else (
             f"the router sees fewer workers than are running and ready ({view.describe()})")
         for worker_type in self._registrations.observe(time.monotonic(), view.seen,
@@ -390,6 +411,8 @@ class Supervisor:
                                                      for s in peers):
                 return None
             return f"the graph cannot serve without {spec.name}"
+        if spec.role is None:
+            return None  # the planner: the graph serves on at its current size
         peers = [s for s in self._slots if s.spec.role is slot.spec.role]
         if all(s.state is ProcessState.FAILED for s in peers):
             assert slot.spec.role is not None
@@ -418,6 +441,62 @@ class Supervisor:
         # Recorded before anything else can happen, so a later `down` can find the pid even if
         # this supervisor is killed the next instant.
         self._publish()
+
+    # --- changes of the running graph -------------------------------------------------------
+    def _new_slot(self, spec: ProcessSpec) -> _Slot:
+        return _Slot(ChildProcess(spec, self.run_dir.log_file(spec.name),
+                                  self._secrets.env_for(spec.kind)),
+                     RestartTracker(spec.kind.restart_policy(self.supervision)))
+
+    def _reconcile(self) -> None:
+        """Take a newer revision of the plan: start the processes it adds, drain those it
+        drops, start again those it changes (the planner's config); finish drains."""
+        self._finish_drains()
+        plan = self.plan_source(self.plan.revision)
+        if plan is None or plan.revision <= self.plan.revision:
+            return
+        wanted = {spec.name: spec for spec in plan.processes}
+        for slot in list(self._slots):
+            spec = wanted.get(slot.spec.name)
+            if slot.drain is not None or spec == slot.spec:
+                continue
+            if spec is None:
+                self._leave(slot)
+            else:  # the same process, run differently (the planner's config): at once
+                self._stop_for_change(slot)
+        present = {s.spec.name for s in self._slots if s.drain is None}
+        self.plan, self.supervision = plan, plan.supervision
+        for spec in plan.processes:
+            if spec.name not in present:
+                slot = self._new_slot(spec)
+                self._slots.append(slot)
+                slot.joining = spec.kind is ProcessKind.WORKER
+                self._spawn(slot)
+        self.on_event(events.Changed(plan.revision, sorted(set(wanted) - present),
+                                     [s.spec.name for s in self._slots if s.drain]))
+        self._publish()
+
+    def _leave(self, slot: _Slot) -> None:
+        """Out of the plan: a live process drains (SIGTERM, drain timeout, SIGKILL); one
+        that is not running goes at once."""
+        if slot.child.alive:
+            slot.drain = Drain.start(slot.child, self.supervision.drain_timeout_s)
+            slot.state, slot.ready, slot.problem = ProcessState.DRAINING, False, None
+        else:
+            slot.drain = Drain(child=slot.child, deadline=0.0)
+            slot.state = ProcessState.DRAINING
+        slot.restart.restart_at = None
+
+    def _stop_for_change(self, slot: _Slot) -> None:
+        if slot.child.pid is not None:
+            stop_processes([slot.child.pid], DEFAULT_GRACE_S)
+        self._slots.remove(slot)
+
+    def _finish_drains(self) -> None:
+        for slot in [s for s in self._slots if s.drain is not None]:
+            if slot.child.popen is None or slot.drain.done():
+                self._slots.remove(slot)
+                self._publish()
 
     # --- shutdown -----------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -460,14 +539,17 @@ class Supervisor:
             processes=[ProcessStatus(
                 name=s.spec.name, kind=s.spec.kind, pid=s.child.pid,
                 create_time=s.child.create_time, state=s.state, ports=dict(s.spec.ports),
-                restarts=s.restarts, ready=s.ready, exit_code=s.exit_code)
-                for s in self._slots])
+                restarts=s.restarts, ready=s.ready, exit_code=s.exit_code,
+                joining=s.joining)
+                for s in self._slots],
+            revision=self.plan.revision)
 
     def _publish(self) -> None:
         # Called every poll: compare a cheap signature, build and write only on a change.
-        signature = (self._phase, self.error, self._ready_after, self._router_problem, tuple(
-            (s.state, s.ready, s.restarts, s.child.pid, s.exit_code, s.problem)
-            for s in self._slots))
+        signature = (self._phase, self.error, self._ready_after, self._router_problem,
+                     self.plan.revision, tuple(
+            (s.spec.name, s.state, s.ready, s.restarts, s.child.pid, s.exit_code, s.problem,
+             s.joining) for s in self._slots))
         if signature == self._signature and self.run_dir.state_file.exists():
             return
         self.snapshot = self._build_status()

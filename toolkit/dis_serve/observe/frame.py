@@ -102,6 +102,8 @@ class GraphLayout(_Frozen):
     frontend_ready: bool | None = None
     frontend_node: str | None = None
     nodes: list[NodeTarget] = Field(default_factory=list, description="Multi-node graphs.")
+    change: str | None = Field(default=None, description="The change of the running graph "
+                                                         "under way, or how the last ended.")
 
     @property
     def gone_nodes(self) -> set[str]:
@@ -190,6 +192,7 @@ class TopFrame(_Frozen):
     processes: list[ProcessFigures] = Field(default_factory=list)
     node_problems: list[str] = Field(
         default_factory=list, description="Each gone node, as `status` says it.")
+    change: str | None = Field(default=None, description="As `status` says it.")
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -384,4 +387,5 @@ def build_frame(layout: GraphLayout, before: GraphScrape, after: GraphScrape) ->
     return TopFrame(graph=layout.name, window_s=window_s, frontend=frontend, pools=pools,
                     bottleneck=neck, verdict=verdict, unreachable=unreachable,
                     processes=process_figures(layout, before, after, frontend),
-                    node_problems=[n.problem for n in layout.nodes if n.problem])
+                    node_problems=[n.problem for n in layout.nodes if n.problem],
+                    change=layout.change)

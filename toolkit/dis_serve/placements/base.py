@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ..change.executor import LiveGraph
     from ..coordination.doctor import DoctorTarget
     from ..launch.faults import FaultOrder
     from ..launch.run_record import RunRecord
@@ -129,6 +130,13 @@ class GraphHandle(Protocol):
         ...
 
     # --- act -------------------------------------------------------------------------------
+    def live(self) -> LiveGraph:
+        """The running graph as a change of it sees it (`scale`, `apply`, the planner's
+        scaler: change/executor.py): its plan at a revision, rendered processes for worker
+        slots, the next revision written where every supervisor reconciles to it, and what
+        the supervisors made of it."""
+        ...
+
     def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
         """Apply the fault where the graph's pids live and return once it is over (after
         a pause's SIGCONT); the node it hit (None on a single-machine graph)."""

@@ -20,6 +20,7 @@ def doctor_target(run: RunDir, record: RunRecord, plan: LaunchPlan,
     its etcd and NATS are read where the head's processes serve); `pids` pid -> process
     name where the pids are this machine's."""
     from ..coordination.doctor import DoctorTarget, expectations
+    from ..launch.change_record import describe_change
     from ..launch.secrets import graph_nats_token
     from ..render.metrics_endpoints import FRONTEND, graph_endpoints
     from ..topology import EtcdMode, NatsMode, ProcessKind
@@ -41,7 +42,8 @@ def doctor_target(run: RunDir, record: RunRecord, plan: LaunchPlan,
         frontend_metrics=next(e.url for e in endpoints if e.pool == FRONTEND),
         frontend_tls=plan.endpoint_tls,
         worker_metrics=[e.url for e in endpoints if e.pool != FRONTEND],
-        expected=expectations(topo), graph=topo.name, plan=plan, pids=pids)
+        expected=expectations(topo, plan), graph=topo.name, plan=plan, pids=pids,
+        change=describe_change(run.path))
 
 
 def _at_members(url: str, plan: LaunchPlan, kind: ProcessKind) -> str:

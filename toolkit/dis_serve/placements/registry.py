@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..launch.rundir import RunDir
     from ..topology import PlacementKind, Topology
     from .base import GraphHandle, Placement
+    from .kubernetes.apply import OperatorChange
 
 # In `render --target` order. A run directory without a run record belongs to the last
 # placement that says it made it (LOCAL, first, takes what the others do not).
@@ -50,6 +51,13 @@ def chosen(target: str, topo: Topology) -> list[Placement]:
     if target == ALL_TARGETS:
         return [p for p in PLACEMENTS if p.rendered_by_all(topo)]
     return [p for p in PLACEMENTS if p.target == target]
+
+
+def operator_change(deployed: Topology, edited: Topology, source: str,
+                    out_dir: str) -> OperatorChange:
+    """A change of a graph that Dynamo's operator runs, not dis-serve (`apply --deployed`):
+    what kubectl takes, rendered (placements/kubernetes/apply.py)."""
+    return KUBERNETES.render_change(deployed, edited, source, out_dir)
 
 
 def handle_for(topo: Topology, run_root: Path | None = None) -> GraphHandle:

@@ -32,6 +32,8 @@ class ObservedProcess(BaseModel):
     ports: dict[str, int] = Field(default_factory=dict)
     restarts: int = 0
     ready: bool = False
+    joining: bool = Field(default=False, description="Started by a change of the running "
+                                                     "graph; not routed to yet.")
     why: str | None = Field(
         default=None, exclude_if=lambda why: why is None,
         description="Why it is not serving, when its node says (the node is lost: its agent "
@@ -76,6 +78,9 @@ class ObservedGraph(BaseModel):
     problems: list[str] = Field(default_factory=list,
                                 description="While degraded: what is wrong, and why.")
     error: str | None = Field(default=None, description="Why it failed, if it did.")
+    change: str | None = Field(
+        default=None, description="The change of the running graph under way, or how the "
+                                  "last one ended (its run directory's change.json).")
 
     @property
     def supervisor_gone(self) -> bool:

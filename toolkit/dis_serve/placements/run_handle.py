@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import RunError, UserInputError
 
 if TYPE_CHECKING:
+    from ..change.executor import LiveGraph
     from ..coordination.doctor import DoctorTarget
     from ..launch.run_record import RunRecord
     from ..launch.rundir import RunDir
@@ -43,6 +44,13 @@ class RunHandle:
             raise RunError(f"{self.name}: a handle found through its run directory cannot "
                            f"{verb} the graph; `{command}` its topology")
         return self._topo
+
+    def live(self) -> LiveGraph:
+        """A placement whose graph dis-serve supervises offers its live view; the others
+        (Kubernetes: the operator rolls the DGD) do not."""
+        raise UserInputError(f"graph {self.name!r} cannot be changed while it runs here",
+                             fix="on Kubernetes, `dis-serve render --target k8s` the edited "
+                                 "topology and `kubectl apply` it")
 
     def _write_record(self, record: RunRecord) -> None:
         self._record = record

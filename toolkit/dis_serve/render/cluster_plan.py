@@ -29,11 +29,12 @@ from .launch_plan import (
     nats_config,
     nats_config_name,
     nats_spec,
+    planner_specs,
     vrrp_spec,
     worker_spec,
 )
 from .launch_plan import frontend_spec as _frontend_spec
-from .node_layout import NodeLayout, ServiceSlot, node_layout, worker_slots
+from .node_layout import NodeLayout, ServiceSlot, WorkerSlot, node_layout
 from .run_layout import ENGINE_CONFIG_DIR, MODEL_CARD_DIR
 from .shell_words import runtime
 from .tls_planes import (
@@ -89,6 +90,10 @@ class ClusterPlan(BaseModel):
     needs_model_card: bool
     nats_token: bool = Field(description="NATS token authentication is on.")
     nodes: list[NodeProcesses]
+    revision: int = Field(
+        default=0, exclude_if=lambda revision: revision == 0,
+        description="Raised by every change of the running graph; each node's agent "
+                    "reconciles its share to it.")
 
     @property
     def head(self) -> NodeProcesses:
@@ -282,21 +287,22 @@ def _endpoint(graph: _Graph, client_tls: EndpointTls | None) -> str:
     return f"{'https' if client_tls else 'http'}://{url_host}:{front.port}"
 
 
-def render_cluster_plan(topo: Topology, ctx: ClusterContext) -> ClusterPlan:
-    layout: list[NodeLayout] = node_layout(topo)
+def render_cluster_plan(topo: Topology, ctx: ClusterContext,
+                        slots: list[WorkerSlot] | None = None) -> ClusterPlan:
+    """Each node's processes; its workers in `slots` (default: those `up` starts)."""
+    layout: list[NodeLayout] = node_layout(topo, slots)
     if len(ctx.node_addresses) != len(layout):
         raise ValueError(f"{len(ctx.node_addresses)} addresses for {len(layout)} nodes")
     model_path, needs_card = _model_path(topo, ctx)
     graph = _Graph(topo, ctx, layout, model_path)
-    # System ports follow pool order, as in the local plan (so the validated ports hold).
-    ports = {slot.name: topo.observability.system_port_base + i
-             for i, slot in enumerate(worker_slots(topo))}
     nodes = []
     for node in layout:
         tls = node_pki(topo.security, ctx.run_dir, node.name)
         specs = [_service_spec(graph, node, slot, tls) for slot in node.slots]
         target = _target(graph, node, tls)
-        specs += [worker_spec(topo, slot, target, ports[slot.name]) for slot in node.workers]
+        if node.head:  # the planner and its scaler (autoscale)
+            specs += planner_specs(topo, target, ctx.run_dir)
+        specs += [worker_spec(topo, slot, target) for slot in node.workers]
         nodes.append(NodeProcesses(index=node.index, name=node.name,
                                    address=graph.address(node.index), head=node.head,
                                    processes=specs))
@@ -331,4 +337,4 @@ def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Pat
         endpoint=resolve_runtime(plan.endpoint, values), model_name=plan.model_name,
         endpoint_tls=plan.endpoint_tls_with(values),
         model_path=resolve_runtime(plan.model_path, values),
-        needs_model_card=plan.needs_model_card, processes=processes)
+        needs_model_card=plan.needs_model_card, processes=processes, revision=plan.revision)

@@ -19,6 +19,7 @@ from .tls_planes import dynamo_tls_env
 
 LOOPBACK = "127.0.0.1"
 FRONTEND_MODULE = "dynamo.frontend"
+PLANNER_MODULE = "dynamo.planner"
 
 
 class TargetParams(BaseModel):

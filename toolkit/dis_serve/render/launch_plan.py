@@ -30,9 +30,18 @@ from .balancer import (
     balancer_config_name,
     vrrp_config_name,
 )
-from .dynamo_argv import LOOPBACK, TargetParams, dynamo_env, frontend_argv, worker_argv
+from .dynamo_argv import (
+    LOOPBACK,
+    PLANNER_MODULE,
+    TargetParams,
+    dynamo_env,
+    frontend_argv,
+    module_argv,
+    worker_argv,
+)
 from .engine_config import engine_config_path
 from .node_layout import WorkerSlot, worker_slots
+from .planner_config import VIRTUAL, planner_config
 from .run_layout import ENGINE_CONFIG_DIR, ETCD_DATA, MODEL_CARD_DIR, NATS_CONFIG, NATS_DATA
 from .tls_planes import (
     endpoint_tls,
@@ -190,6 +199,10 @@ class LaunchPlan(BaseModel):
     supervision: Supervision = Field(
         default_factory=Supervision,
         description="The topology's restart policies and liveness check.")
+    revision: int = Field(
+        default=0, exclude_if=lambda revision: revision == 0,
+        description="Raised by every change of the running graph (change/executor.py); "
+                    "the supervisor reconciles its processes to the plan's revision.")
 
     def process(self, name: str) -> ProcessSpec:
         for spec in self.processes:
@@ -301,10 +314,11 @@ def frontend_spec(topo: Topology, target: TargetParams,
     )
 
 
-def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
-                port: int) -> ProcessSpec:
-    """A worker on its node, with its engine's environment, its system port and (GPU
-    backends) its GPUs."""
+def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams) -> ProcessSpec:
+    """A worker on its node, with its engine's environment, its system port and its GPUs
+    (recorded for the mocker too, which stands for them; only GPU backends are given
+    CUDA_VISIBLE_DEVICES)."""
+    port = slot.port
     env = {**engine_for(topo.backend).worker_env, **dynamo_env(topo, target),
            "DYN_SYSTEM_PORT": str(port),
            # Without it a 1.6.1 worker's /health never leaves "notready", although
@@ -315,17 +329,41 @@ def worker_spec(topo: Topology, slot: WorkerSlot, target: TargetParams,
     return ProcessSpec(
         name=slot.name, kind=ProcessKind.WORKER, role=slot.role,
         argv=worker_argv(topo, slot.role, target),
-        env=env, ports={"system": port}, node=slot.node,
-        gpus=list(slot.gpus) if topo.backend.needs_gpu else [],
+        env=env, ports={"system": port}, node=slot.node, gpus=list(slot.gpus),
         readiness=Readiness(kind=ProbeKind.HTTP,
                             url=f"http://{target.advertise_host}:{port}/health"),
     )
 
 
-def _workers(topo: Topology, target: TargetParams) -> list[ProcessSpec]:
-    base = topo.observability.system_port_base
-    return [worker_spec(topo, slot, target, base + i)
-            for i, slot in enumerate(worker_slots(topo))]
+# dis-serve's own module the scaler runs (`dis-serve autoscaler RUN_DIR`, cli/agent_cmds.py).
+SCALER_ARGS = ("-m", "dis_serve", "autoscaler")
+
+
+def planner_specs(topo: Topology, target: TargetParams, run_dir: str) -> list[ProcessSpec]:
+    """With `autoscale`: Dynamo's planner (`environment: virtual`), and dis-serve's scaler,
+    the deployment that carries out and acknowledges its decisions (Dynamo's
+    VirtualConnectorClient), both on the head node with the planes' environment every Dynamo
+    process has (TLS files, NATS only where the graph runs it). None without."""
+    scale = topo.autoscale
+    if scale is None:
+        return []
+    base = dynamo_env(topo, target) | {
+        "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS": '["generate"]'}
+    if scale.resolved_target.reads_prometheus:
+        base["PROMETHEUS_ENDPOINT"] = scale.prometheus_url
+    config = json.dumps(planner_config(topo, VIRTUAL), sort_keys=True)
+    specs = []
+    for name, port_name, port, argv in (
+            ("planner", "system", scale.system_port,
+             module_argv(target.python, PLANNER_MODULE, ["--config", config])),
+            ("scaler", "scaler", scale.system_port + 1,
+             [target.python, *SCALER_ARGS, run_dir])):
+        specs.append(ProcessSpec(
+            name=name, kind=ProcessKind.PLANNER, argv=argv,
+            env=base | {"DYN_SYSTEM_PORT": str(port)}, ports={port_name: port},
+            readiness=Readiness(kind=ProbeKind.HTTP,
+                                url=f"http://{target.advertise_host}:{port}/health")))
+    return specs
 
 
 def _frontends(topo: Topology, target: TargetParams, client_tls: EndpointTls | None,
@@ -376,7 +414,9 @@ def vrrp_spec(*, run_dir: str, node: str, data_dir: str, name: str,
         readiness=Readiness(kind=ProbeKind.RUNNING))
 
 
-def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
+def render_launch_plan(topo: Topology, ctx: RenderContext,
+                       slots: list[WorkerSlot] | None = None) -> LaunchPlan:
+    """The plan of `topo`, its workers in `slots` (default: those `up` starts)."""
     model_path = ctx.model_path or topo.model.id
     engine = engine_for(topo.backend)
     needs_card = engine.needs_model_card and ctx.model_path is None
@@ -399,7 +439,9 @@ def render_launch_plan(topo: Topology, ctx: RenderContext) -> LaunchPlan:
                                                                          https))
     client_tls = endpoint_tls(topo.security, tls, https)
     processes += _frontends(topo, target, client_tls, ctx)
-    processes.extend(_workers(topo, target))
+    processes.extend(worker_spec(topo, slot, target)
+                     for slot in (worker_slots(topo) if slots is None else slots))
+    processes.extend(planner_specs(topo, target, str(ctx.run_dir)))
     url_host = client_host(topo.frontend.local_host)
     engine_configs = {}
     if engine.uses_engine_config:

@@ -31,10 +31,17 @@ class WorkerSlot:
     node: int
     gpus: tuple[int, ...] = field(default=())
     """GPU ids on its node."""
+    port: int = 0
+    """Its system port (/health, /metrics)."""
 
     @property
     def name(self) -> str:
         return f"{self.role.value}-{self.index}"
+
+    @staticmethod
+    def index_of(name: str) -> int:
+        """The index in a worker's name (`decode-3`: 3)."""
+        return int(name.rpartition("-")[2])
 
 
 @dataclass(frozen=True)
@@ -80,13 +87,17 @@ def gpu_assignment(topo: Topology) -> dict[PoolRole, list[list[int]]]:
 
 
 def worker_slots(topo: Topology) -> list[WorkerSlot]:
-    """Every worker with its node and local GPU ids, in pool order."""
+    """Every worker `up` starts, with its node, local GPU ids and system port (the base plus
+    its place in pool order), in pool order. A graph changed while it serves keeps each
+    worker's slot (its run directory's plan says them: launch/live_layout.py)."""
     per_node = topo.hardware.gpus_per_node
+    base = topo.observability.system_port_base
     slots = []
     for role, ids_per_worker in gpu_assignment(topo).items():
         for index, ids in enumerate(ids_per_worker):
             slots.append(WorkerSlot(role=role, index=index, node=ids[0] // per_node,
-                                    gpus=tuple(g % per_node for g in ids)))
+                                    gpus=tuple(g % per_node for g in ids),
+                                    port=base + len(slots)))
     return slots
 
 
@@ -117,8 +128,9 @@ def service_slots(topo: Topology) -> dict[int, list[ServiceSlot]]:
     return placed
 
 
-def node_layout(topo: Topology) -> list[NodeLayout]:
-    slots = worker_slots(topo)
+def node_layout(topo: Topology, slots: list[WorkerSlot] | None = None) -> list[NodeLayout]:
+    """Each node's processes: `slots` (default: the workers `up` starts) and its services."""
+    slots = worker_slots(topo) if slots is None else slots
     head = topo.placement.head_index
     services = service_slots(topo)
     layout = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..planner_ceilings import plugin_entry
 from ..topology import Mode, PoolRole, Topology
 
 # Dynamo's planner environment off Kubernetes (the Kubernetes placement names its own:
@@ -44,10 +45,24 @@ def planner_config(topo: Topology, environment: str) -> dict[str, Any]:
     if environment == VIRTUAL:
         # Off Kubernetes the planner runs beside other graphs: its dashboard binds every
         # interface (live_dashboard.py: 0.0.0.0) and its control API a fixed port (9086),
-        # so both stay off; no periodic HTML reports in the working directory.
+        # so both stay off; no periodic HTML reports in the working directory. The pools'
+        # ceilings reach it as a plugin of its own pipeline (planner_ceilings.py), which
+        # runs where dis-serve is installed: not in NVIDIA's planner image.
         config |= {"live_dashboard_port": 0, "control_api_port": 0,
                    "report_interval_hours": None}
+        ceilings = _ceilings(topo)
+        if any(c is not None for c in ceilings.values()):
+            config["plugin_registration"] = {"in_process_plugins": [plugin_entry(**ceilings)]}
     return config | _pool_bounds(topo)
+
+
+def _ceilings(topo: Topology) -> dict[str, int | None]:
+    """The planner's components' ceilings: prefill, and decode (an aggregated pool is its
+    decode component)."""
+    if topo.mode is Mode.AGG:
+        return {"prefill": None, "decode": topo.max_workers(PoolRole.AGG)}
+    return {"prefill": topo.max_workers(PoolRole.PREFILL),
+            "decode": topo.max_workers(PoolRole.DECODE)}
 
 
 def _load_thresholds(topo: Topology) -> dict[str, Any]:

@@ -27,7 +27,8 @@ def _start_lines(spec: ProcessSpec) -> list[str]:
     """Start the process and wait for it; the frontend is waited for last (`_serving_lines`):
     it is ready once it can route the model, which takes the workers started after it."""
     return [
-        f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})" if spec.gpus else ""),
+        f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})"
+                            if "CUDA_VISIBLE_DEVICES" in spec.env else ""),
         f"{command_words(spec)} >\"$LOGS/{spec.name}.log\" 2>&1 &",
         pid_line(spec),  # first, so a failed wait stops it too; `$!` is still its pid
         FRONTEND_PID_LINE if spec.kind is ProcessKind.FRONTEND else wait_line(spec),

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from .base import Port, Strict
+from .base import MAX_SYSTEM_PORT, Strict
 
 
 class AutoscaleTarget(StrEnum):
@@ -103,10 +103,17 @@ class Autoscale(Strict):
     load_interval_s: int = Field(
         default=5, ge=1,
         description="Seconds between load decisions; must divide throughput_interval_s.")
-    system_port: Port = Field(
-        default=9099,
-        description="The planner's /health and /metrics port (DYN_SYSTEM_PORT), on the head "
-                    "node off Kubernetes.")
+    system_port: int = Field(
+        default=9098, ge=1, le=MAX_SYSTEM_PORT - 1,
+        description="Off Kubernetes: the planner's /health and /metrics port "
+                    "(DYN_SYSTEM_PORT) on the head node; dis-serve's scaler beside it, which "
+                    "carries out and acknowledges the planner's decisions, takes the next "
+                    "port (Dynamo reads both as signed 16-bit numbers).")
+    prometheus_url: str = Field(
+        default="http://127.0.0.1:9090",
+        description="Off Kubernetes, target sla: the Prometheus holding the frontend's "
+                    "metrics (PROMETHEUS_ENDPOINT; `up --prometheus` runs one at this "
+                    "default).")
 
     @model_validator(mode="before")
     @classmethod

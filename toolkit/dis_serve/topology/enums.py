@@ -137,6 +137,12 @@ class ProcessKind(StrEnum):
         return self is ProcessKind.ETCD
 
     @property
+    def reports_readiness(self) -> bool:
+        """Its /health body says `"status": "ready"` once its Dynamo endpoint is registered
+        (DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS); a 200 alone is not ready."""
+        return self in (ProcessKind.WORKER, ProcessKind.PLANNER)
+
+    @property
     def serves_alone(self) -> bool:
         """The graph cannot serve without this very process (a worker has pool peers; the
         planner routes nothing)."""
@@ -165,7 +171,8 @@ class ProcessKind(StrEnum):
                 (ProcessKind.NATS, "cluster"): "coordination.nats.cluster_port",
                 (ProcessKind.FRONTEND, "http"): "frontend.port",
                 (ProcessKind.BALANCER, "http"): "frontend.port",
-                (ProcessKind.PLANNER, "system"): "autoscale.system_port"}[(self, port)]
+                (ProcessKind.PLANNER, "system"): "autoscale.system_port",
+                (ProcessKind.PLANNER, "scaler"): "autoscale.system_port + 1"}[(self, port)]
 
 
 class WeightDtype(StrEnum):

@@ -271,6 +271,7 @@ def check_ports(topo: TopologySpec) -> None:
                                                   f"(frontend.replica_port + {i})")
     if topo.autoscale is not None:
         claim(topo.autoscale.system_port, ProcessKind.PLANNER.port_key("system"))
+        claim(topo.autoscale.system_port + 1, ProcessKind.PLANNER.port_key("scaler"))
     etcd = topo.coordination.etcd
     if etcd.mode is EtcdMode.EMBEDDED:
         claim(etcd.client_port, ProcessKind.ETCD.port_key("client"))

@@ -65,6 +65,16 @@ env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats
 PIDS+=($!)
 wait_ready prefill-1 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9101/health'
 
+# planner
+env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9098 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem PROMETHEUS_ENDPOINT=http://127.0.0.1:9090 TRANSFORMERS_OFFLINE=1 python3 -m dynamo.planner --config '{"backend": "trtllm", "control_api_port": 0, "decode_engine_num_gpu": 4, "decode_min_endpoint": 2, "enable_load_scaling": true, "enable_throughput_scaling": true, "environment": "virtual", "itl_ms": 50.0, "live_dashboard_port": 0, "load_adjustment_interval_seconds": 5, "max_gpu_budget": 48, "mode": "disagg", "model_name": "llama-3.1-70b", "optimization_target": "sla", "pre_deployment_sweeping_mode": "none", "prefill_engine_num_gpu": 4, "prefill_min_endpoint": 1, "report_interval_hours": null, "throughput_adjustment_interval_seconds": 60, "ttft_ms": 1000.0}' >"$LOGS/planner.log" 2>&1 &
+PIDS+=($!)
+wait_ready planner "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9098/health'
+
+# scaler
+env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9099 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem PROMETHEUS_ENDPOINT=http://127.0.0.1:9090 TRANSFORMERS_OFFLINE=1 python3 -m dis_serve autoscaler rendered/local >"$LOGS/scaler.log" 2>&1 &
+PIDS+=($!)
+wait_ready scaler "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9099/health'
+
 # ---- node 1: run this section on node 1 ----
 
 # decode-0 (node 1, GPUs [0, 1, 2, 3])

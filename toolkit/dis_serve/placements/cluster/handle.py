@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ...render.launch_plan import LaunchPlan
     from ...topology import PlacementKind, Topology
     from ..base import NodeReach
+    from .live import ClusterLive, PlanRenderer
 
 
 class ClusterHandle(RunHandle):
@@ -29,6 +30,15 @@ class ClusterHandle(RunHandle):
 
     def _reach(self) -> NodeReach:
         raise NotImplementedError
+
+    def _plan_renderer(self) -> PlanRenderer:
+        """The placement's cluster plan of a topology with given worker slots."""
+        raise NotImplementedError
+
+    def live(self) -> ClusterLive:
+        from .live import ClusterLive
+
+        return ClusterLive(self._run, self._plan_renderer())
 
     def process_names(self) -> list[str]:
         plan = self._run.read_cluster_plan()

@@ -10,6 +10,7 @@ written its plan yet has workers without an address."""
 from __future__ import annotations
 
 from ...errors import RunError
+from ...launch.change_record import describe_change
 from ...launch.rundir import RunDir
 from ...observe.frame import GraphLayout, NodeTarget, WorkerTarget
 from ...render.cluster_plan import ClusterPlan
@@ -76,5 +77,6 @@ def layout_from_cluster_run(run: RunDir) -> GraphLayout:
         raise RunError(f"{plan.name}: its head node ({plan.head.name}) has not resolved the "
                        "frontend's address yet; see `dis-serve status "
                        f"{plan.name}`")
-    return cluster_layout(plan, run.read_topology(), looks, resolved, endpoint,
+    layout = cluster_layout(plan, run.read_topology(), looks, resolved, endpoint,
                           endpoint_tls_here(run, plan))
+    return layout.model_copy(update={"change": describe_change(run.path)})

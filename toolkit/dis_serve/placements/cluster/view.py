@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from ...files.private_path import read_own_text
 from ...launch.agent_contact import Heartbeat, read_heartbeat
+from ...launch.change_record import describe_change
 from ...launch.rundir import RunDir
 from ...launch.status import GraphPhase, GraphStatus, ProcessState
 from ...render.cluster_plan import ClusterPlan, NodeProcesses
@@ -142,7 +143,7 @@ def node_processes_observed(look: NodeLook, running: bool) -> list[ObservedProce
             current, ready = ProcessState.GONE, False
         found.append(ObservedProcess(name=proc.name, node=name, pid=proc.pid, state=current,
                                      ports=dict(proc.ports), restarts=proc.restarts,
-                                     ready=ready, why=lost))
+                                     ready=ready, joining=proc.joining, why=lost))
     return found
 
 
@@ -233,7 +234,7 @@ def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
         model_name=plan.model_name, endpoint=endpoint_of(run) if served else None,
         endpoint_tls=tls,
         processes=folded.processes, supervisor=supervisor, supervisor_alive=supervisor_alive,
-        router=router, problems=folded.problems,
+        router=router, problems=folded.problems, change=describe_change(run.path),
         error=next((look.state.error for look in looks
                     if look.state is not None and look.state.error), None)
         if folded.phase is GraphPhase.FAILED else None)

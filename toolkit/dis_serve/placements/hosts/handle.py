@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ...launch.run_record import RunRecord
     from ...render.cluster_plan import NodeProcesses
     from ...topology import Topology
+    from ..cluster.live import PlanRenderer
 
 POLL_S = 0.2
 STOP_TIMEOUT_S = 60.0
@@ -114,6 +115,11 @@ class HostsHandle(ClusterHandle):
                  record: RunRecord | None = None) -> None:
         super().__init__(run, topo, record)
         self._timeout_s: float | None = None
+
+    def _plan_renderer(self) -> PlanRenderer:
+        from .scripts import render_hosts_plan
+
+        return render_hosts_plan
 
     def _reach(self) -> AgentRequests:
         return AgentRequests(self._run)

@@ -20,7 +20,7 @@ from ...render.cluster_plan import (
     render_cluster_plan,
 )
 from ...render.launch_plan import NATS_TOKEN_ENV
-from ...render.node_layout import node_layout
+from ...render.node_layout import WorkerSlot, node_layout
 from ...render.run_layout import CLUSTER_PLAN_FILE, STOP_REQUEST_FILE
 from ...render.shell_words import (
     checkpoint_check,
@@ -48,7 +48,8 @@ HEAD_ADDRESS = "HEAD_ADDRESS"
 NODE_ADDRESS = "NODE_ADDRESS"
 
 
-def render_hosts_plan(topo: Topology) -> ClusterPlan:
+def render_hosts_plan(topo: Topology, slots: list[WorkerSlot] | None = None) -> ClusterPlan:
+    """`slots`: the workers (default: those `up` starts)."""
     hosts = topo.placement.hosts
     if hosts is not None:
         addresses = [n.address for n in hosts.nodes]
@@ -56,7 +57,8 @@ def render_hosts_plan(topo: Topology) -> ClusterPlan:
         topo = services_on_the_head(topo)
         addresses = [runtime(HEAD_ADDRESS if node.head else NODE_ADDRESS)
                      for node in node_layout(topo)]
-    return render_cluster_plan(topo, ClusterContext(run_dir=RUN_DIR, node_addresses=addresses))
+    return render_cluster_plan(topo, ClusterContext(run_dir=RUN_DIR, node_addresses=addresses),
+                               slots)
 
 
 def services_on_the_head(topo: Topology) -> Topology:

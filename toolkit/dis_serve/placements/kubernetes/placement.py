@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ...launch.run_record import RunRecord
     from ...launch.rundir import RunDir
     from ...topology import Topology
+    from .apply import OperatorChange
 
 
 class KubernetesPlacement:
@@ -23,6 +24,13 @@ class KubernetesPlacement:
 
     def rendered_by_all(self, topo: Topology) -> bool:
         return True
+
+    def render_change(self, deployed: Topology, edited: Topology, source: str,
+                      out_dir: str) -> OperatorChange:
+        """A change of the deployed graph, for kubectl (apply.py)."""
+        from .apply import kubernetes_change
+
+        return kubernetes_change(deployed, edited, source, out_dir)
 
     def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
         """`kubectl apply -f k8s/` applies everything the graph needs; its PodMonitors lie in

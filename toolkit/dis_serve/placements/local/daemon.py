@@ -29,6 +29,7 @@ from ...errors import RunError
 from ...launch.events import SupervisorEvent, describe
 from ...launch.graph import PreparedRun, prepare_run
 from ...launch.keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
+from ...launch.plan_watch import PlanWatch
 from ...launch.rundir import DEFAULT_KEEP_RUNS, RunDir
 from ...launch.secrets import graph_secrets
 from ...launch.startup_budget import readiness_timeout_s
@@ -136,7 +137,8 @@ def supervise(run_dir: RunDir, ready_timeout_s: float) -> int:
     supervisor = Supervisor(run_dir.read_plan(), run_dir, ready_timeout_s=ready_timeout_s,
                             on_event=_log_event,
                             secrets=graph_secrets(run_dir.read_topology(),
-                                                  run_dir.path.resolve()))
+                                                  run_dir.path.resolve()),
+                            plan_source=PlanWatch(run_dir.plan_file, run_dir.read_plan))
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: supervisor.request_stop())
     unblock_stop_signals()  # held back by the keeper's fork

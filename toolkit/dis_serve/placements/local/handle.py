@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import queue
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import RunError, UserInputError
+from ...launch.change_record import describe_change
 from ...launch.orphans import leftovers, supervisor_alive
 from ...launch.process import same_process
 from ...launch.run_lock import lock_holder
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from ...observe.frame import GraphLayout
     from ...render.launch_plan import LaunchPlan
     from ...topology import Topology
+    from .live import LocalLive
 
 POLL_S = 0.1
 
@@ -176,6 +179,11 @@ class LocalHandle(RunHandle):
         return local_layout(self._run)
 
     # --- act ----------------------------------------------------------------------------
+    def live(self) -> LocalLive:
+        from .live import LocalLive
+
+        return LocalLive(self._run)
+
     def fault(self, request: FaultOrder, say: Callable[[str], None]) -> str | None:
         """Signals from here, to the pids the supervisor recorded."""
         from ...launch.faults import apply_fault
@@ -219,13 +227,13 @@ def observe(state: GraphStatus, *, alive: bool, check_pids: bool = False) -> Obs
             current, ready = ProcessState.GONE, False
         processes.append(ObservedProcess(name=proc.name, pid=proc.pid, state=current,
                                          ports=dict(proc.ports), restarts=proc.restarts,
-                                         ready=ready))
+                                         ready=ready, joining=proc.joining))
     return ObservedGraph(
         name=state.name, placement=PlacementKind.LOCAL, phase=state.phase,
         run_dir=state.run_dir, model_name=state.model_name, endpoint=state.endpoint,
         endpoint_tls=state.endpoint_tls,
         processes=processes, supervisor=f"supervisor pid {state.supervisor_pid}",
         supervisor_alive=alive, ready_after_s=state.ready_after_s, problems=state.problems,
-        error=state.error)
+        error=state.error, change=describe_change(Path(state.run_dir)))
 
 

@@ -3,6 +3,7 @@ host, the supervisor's state for readiness and restarts, the topology's batch si
 
 from __future__ import annotations
 
+from ...launch.change_record import describe_change
 from ...launch.rundir import RunDir
 from ...observe.frame import GraphLayout, WorkerTarget
 from ...topology import ProcessKind
@@ -33,4 +34,5 @@ def local_layout(run: RunDir) -> GraphLayout:
                        batch_capacity={role: pool.max_batch_size
                                        for role, pool in topo.active_pools()},
                        frontend_tls=plan.endpoint_tls,
-                       frontend_ready=frontend.ready if frontend else None)
+                       frontend_ready=frontend.ready if frontend else None,
+                       change=describe_change(run.path))

@@ -25,8 +25,10 @@ from .sbatch import node_name_var
 if TYPE_CHECKING:
     from ...launch.faults import FaultOrder
     from ...launch.run_record import RunRecord
-    from ...render.cluster_plan import NodeProcesses
+    from ...render.cluster_plan import ClusterPlan, NodeProcesses
+    from ...render.node_layout import WorkerSlot
     from ...topology import Topology
+    from ..cluster.live import PlanRenderer
 
 JOB_POLL_S = 1.0
 FAULT_MARGIN_S = 60.0
@@ -61,6 +63,19 @@ class JobSteps:
 
 class SlurmHandle(ClusterHandle):
     kind = PlacementKind.SLURM
+
+    def _plan_renderer(self) -> PlanRenderer:
+        """The plan `up` submitted, with other worker slots: rendered as then, from the run
+        directory's render-context.json."""
+        from .sbatch import render_slurm_plan
+
+        ctx = self._run.read_context()
+
+        def render(topo: Topology, slots: list[WorkerSlot]) -> ClusterPlan:
+            return render_slurm_plan(topo, run_dir=str(ctx.run_dir), python=ctx.python,
+                                     etcd_bin=ctx.etcd_bin, nats_bin=ctx.nats_bin,
+                                     model_path=ctx.model_path, slots=slots)
+        return render
 
     def __init__(self, run: RunDir, topo: Topology | None = None, *,
                  record: RunRecord | None = None, job: SlurmJob | None = None) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ... import __version__
 from ...render.cluster_plan import ClusterContext, ClusterPlan, NodeProcesses, render_cluster_plan
+from ...render.node_layout import WorkerSlot
 from ...render.run_layout import (
     ADDRESSES_FILE,
     CLUSTER_PLAN_FILE,
@@ -71,13 +72,15 @@ def slurm_settings(topo: Topology) -> SlurmPlacement:
 
 def render_slurm_plan(topo: Topology, *, run_dir: str | None = None,
                       python: str = "python3", etcd_bin: str = "etcd",
-                      nats_bin: str = "nats-server", model_path: str | None = None) -> ClusterPlan:
-    """`run_dir` None: the directory sbatch was called from (or $DIS_SERVE_RUN_DIR)."""
+                      nats_bin: str = "nats-server", model_path: str | None = None,
+                      slots: list[WorkerSlot] | None = None) -> ClusterPlan:
+    """`run_dir` None: the directory sbatch was called from (or $DIS_SERVE_RUN_DIR);
+    `slots`: the workers (default: those `up` starts)."""
     nodes = len(topo.node_gpus())
     plan = render_cluster_plan(topo, ClusterContext(
         run_dir=run_dir or runtime("RUN_DIR"),
         node_addresses=[runtime(node_address_var(i)) for i in range(nodes)],
-        python=python, etcd_bin=etcd_bin, nats_bin=nats_bin, model_path=model_path))
+        python=python, etcd_bin=etcd_bin, nats_bin=nats_bin, model_path=model_path), slots)
     return _with_mpi_launch(topo, plan, run_dir or runtime("RUN_DIR"))
 
 

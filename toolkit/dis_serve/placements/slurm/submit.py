@@ -18,6 +18,7 @@ from ...launch.graph import local_model_dir
 from ...launch.preflight import find_binaries
 from ...launch.rundir import RunDir
 from ...render.cluster_plan import ClusterPlan
+from ...render.launch_plan import RenderContext
 from ...render.run_layout import STARTED_FILE
 from ...topology import PlacementKind, Topology
 from ..cluster.handle import cluster_record
@@ -44,11 +45,14 @@ def _prepare(topo: Topology, run: RunDir) -> ClusterPlan:
     run.clear_earlier_run()
     run.prepare()
     binaries = find_binaries(topo)
-    made = slurm_run_files(topo, RunContext(
-        run_dir=str(run.path), python=sys.executable, etcd_bin=binaries.etcd,
-        nats_bin=binaries.nats, model_path=local_model_dir(topo)))
+    ctx = RunContext(run_dir=str(run.path), python=sys.executable, etcd_bin=binaries.etcd,
+                     nats_bin=binaries.nats, model_path=local_model_dir(topo))
+    made = slurm_run_files(topo, ctx)
     write_files(made.files, run.path)
     write_inputs(topo, made.plan, run.path)
+    # New workers of a change render like these (placements/slurm/handle.py).
+    run.write_context(RenderContext(run_dir=run.path, python=ctx.python, etcd_bin=ctx.etcd_bin,
+                                    nats_bin=ctx.nats_bin, model_path=ctx.model_path))
     return made.plan
 
 
