@@ -71,6 +71,7 @@ RESULTS = REPO / "benchmarks" / "results"
 sys.path.insert(0, str(REPO / "tests"))  # the test bed: tests/netns_cluster.py
 from chat_load import ClientThreads  # noqa: E402  (found through the line above)
 from chat_load import stream_chat as one_chat  # noqa: E402
+from netns_cluster import crash  # noqa: E402
 
 DIS_SERVE = str(Path(sys.executable).with_name("dis-serve"))
 LOCK = Path("/tmp/ds-integration.lock")
@@ -484,10 +485,7 @@ def inject_head_loss(arm: Arm) -> dict:
         time.sleep(1.0)
         pids = _head_processes(arm)
         hit = time.monotonic()
-        for sig in (signal.SIGSTOP, signal.SIGKILL):  # none sees another die
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, sig)
+        crash(pids)
         named = wait_for(lambda: degraded_naming(arm, head), RECOVERY_TIMEOUT_S, poll_s=0.5)
         named_s = time.monotonic() - hit
         time.sleep(max(0.0, hit + 12 - time.monotonic()))

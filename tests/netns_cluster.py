@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -95,6 +96,29 @@ def namespace_pids(namespace: str) -> list[int]:
     out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True,
                          check=False)
     return [int(word) for word in out.stdout.split()]
+
+
+def crash(pids: list[int]) -> None:
+    """A machine's crash, as near as processes allow: every one frozen (so none sees another
+    die), then SIGKILLed children before parents. The order matters: when a process dies
+    while the process group of a child of its (same session, another group) has stopped
+    members, that group is orphaned and the kernel sends it SIGHUP and SIGCONT (POSIX's
+    orphaned-process-group rule). Killing slurmstepd before the batch shell woke the shell's
+    stopped sruns with a SIGHUP, which srun answers with "forcing job termination": SIGKILL
+    to its steps on every other node, a death no real node loss causes."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    for pid in sorted(pids, key=_depth, reverse=True):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _depth(pid: int) -> int:
+    try:
+        return len(psutil.Process(pid).parents())
+    except psutil.Error:
+        return 0
 
 
 def _owner_gone(name: str) -> bool:

@@ -2,14 +2,16 @@
 bed with its defaults for several nodes (two frontend replicas, each behind a balancer on its
 node, etcd and NATS members on all three) and a floating address clients use (keepalived's
 VRRP between the two frontend nodes), under a bounded streaming load through that address.
-In order, on one graph (started again before the head's loss):
+In order, on one graph:
 - a frontend SIGKILLed on the healthy graph fails no request that had not started;
 - the whole head node frozen 20 s (SIGSTOP of every process in its namespace, its agent and
   slurmd included): new requests succeed through the address within 5 s; `status` from this
   machine says degraded and names the head; after SIGCONT the graph is ready again, its
-  processes back (etcd member, NATS routes, frontend behind the address);
-- the head node lost (every process frozen, then SIGKILLed: nothing of it answers or says
-  goodbye): the same targets, Slurm removes the node from the job and the job runs on
+  processes back (etcd member, NATS routes, frontend behind the address), and it serves on
+  for WOKEN_S after waking with every agent's step still running;
+- the head node lost (every process frozen, then SIGKILLed children before parents:
+  nothing of it answers or says goodbye; `crash` in tests/netns_cluster.py says why the
+  order): the same targets, Slurm removes the node from the job and the job runs on
   (--no-kill, no requeue), and `down` ends promptly, exit 0, leaving no process and no data
   directory on this machine.
 Every figure is printed (`-s` shows them) for docs/multi-node.md and docs/chaos.md."""
@@ -42,6 +44,7 @@ from dis_serve.launch.rundir import RunDir
 from dis_serve.render.run_layout import TOPOLOGY_FILE
 from dis_serve.security.pki_files import TLS_DIR, nats_token_path, pki_paths
 from dis_serve.topology import Topology
+from netns_cluster import NetnsCluster, crash, leftovers
 from plane_probes import (
     ACCEPTED,
     etcd_http_attempt,
@@ -71,6 +74,8 @@ SETTLE_S, SERVED_AFTER, WATCH_S = 5.0, 6, 30.0
 # past it is dropped from the --no-kill job), far shorter than Slurm's default 300 s so the
 # test sees the lost node taken out of the job.
 SLURMD_TIMEOUT_S = 30
+# How long after SIGCONT the graph is watched serving, ready, every agent's step running.
+WOKEN_S = 15.0
 
 
 def _cli(cluster, home: Path, *args: str, timeout: float = 120
@@ -98,8 +103,6 @@ def _topology(home: Path) -> Path:
 def bed(tmp_path_factory):
     """The 3-node bed with slurmd marked DOWN after SLURMD_TIMEOUT_S of silence (not 300),
     so the test sees Slurm take the lost node out of the job."""
-    from netns_cluster import NetnsCluster, leftovers
-
     require_netns()
     cluster = NetnsCluster.start(tmp_path_factory.mktemp("netns-headloss"), nodes=3,
                                  attacker=False, slurmd_timeout_s=SLURMD_TIMEOUT_S)
@@ -116,19 +119,6 @@ def graph(bed, tmp_path_factory):
     not stopped it."""
     home = tmp_path_factory.mktemp("headloss-home")
     yield from _up(bed, home)
-
-
-@pytest.fixture(scope="module")
-def fresh_graph(graph):
-    """The graph started again (`down`, `up`): the head's loss on a graph whose head was
-    never frozen. After a 20 s freeze the head's sruns (the batch script's, one per node's
-    agent) sometimes force-terminate their steps a few seconds after waking ("srun: forcing
-    job termination": every agent killed; 2 of 7 runs on the bed), which is its own defect
-    (docs/multi-node.md), not this test's subject."""
-    cluster, home, _run, _ca = graph
-    down = _cli(cluster, home, "down", NAME)
-    assert down.returncode == 0, down.stdout + down.stderr
-    yield from _up(cluster, home)
 
 
 def _up(bed, home: Path):
@@ -315,23 +305,26 @@ def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_afte
             _diagnosis(cluster, home, run)
         back = round(time.monotonic() - resumed_at, 2)
         print(f"\nFIGURES {json.dumps({'ready_after_sigcont_s': back, 'holder': _holder(run)})}")
+        time.sleep(max(0.0, resumed_at + WOKEN_S - time.monotonic()))  # a watch window
+        woken = _judge(load, resumed_at + back, f"{WOKEN_S} s after SIGCONT")
+        assert _ready(cluster, home), _diagnosis(cluster, home, run)
     assert observed["phase"] == "degraded", observed
     assert any(problem.startswith(f"node {HEAD}:") for problem in observed["problems"])
     assert {p["node"] for p in observed["processes"] if p["state"] == "gone"} == {HEAD}
     assert HEAD in text.stdout and "its agent" in text.stdout
     assert figures["new_failed_after_settle"] == 0, figures
+    assert woken["new"] >= SERVED_AFTER and woken["new_failed"] == 0, woken
 
 
-def test_a_lost_head_node_leaves_a_degraded_graph_serving_through_the_address(fresh_graph):
-    cluster, home, run, ca = fresh_graph
+def test_a_lost_head_node_leaves_a_degraded_graph_serving_through_the_address(graph):
+    cluster, home, run, ca = graph
     with StreamingChats(ENDPOINT, "demo-model", threads=3, max_tokens=24, timeout_s=6,
                         verify=ca) as load:
         assert wait_until(lambda: load.served_between(0, time.monotonic()) >= 6, timeout=30)
         names = {_name(pid) for pid in cluster.processes_in(HEAD_NS_NODE)}
         holder = _holder(run)
         lost_at = time.monotonic()
-        _signal_node(cluster, HEAD_NS_NODE, signal.SIGSTOP)  # none sees another die
-        _signal_node(cluster, HEAD_NS_NODE, signal.SIGKILL)
+        crash(cluster.processes_in(HEAD_NS_NODE))
         assert {"slurmd", "keepalived", "haproxy", "etcd"} <= names, names
         _served_after_settling(load, lost_at)
         figures = _judge(load, lost_at, f"SIGKILL node {HEAD}", holder)
@@ -352,8 +345,8 @@ def test_a_lost_head_node_leaves_a_degraded_graph_serving_through_the_address(fr
     assert HEAD in text.stdout
 
 
-def test_down_after_the_loss_ends_promptly_and_leaves_nothing_behind(fresh_graph):
-    cluster, home, _run, _ca = fresh_graph
+def test_down_after_the_loss_ends_promptly_and_leaves_nothing_behind(graph):
+    cluster, home, _run, _ca = graph
     started = time.monotonic()
     down = _cli(cluster, home, "down", NAME, timeout=120)
     took = time.monotonic() - started
