@@ -19,9 +19,11 @@ import psutil
 import pytest
 import yaml
 
-from conftest import wait_until
+from conftest import GRAPHS, wait_until
 from dis_serve.launch.rundir import RunDir
-from relocate import relocated_demo
+from dis_serve.placements.hosts.scripts import render_hosts_files
+from dis_serve.topology import Topology
+from relocate import relocate, relocated_demo
 
 pytestmark = pytest.mark.integration
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
@@ -120,3 +122,26 @@ def test_a_disk_that_fills_while_serving_leaves_down_and_status_truthful(tmp_pat
         observed = json.loads(status.stdout)
         assert observed["phase"] == "stopped"
         assert {p["state"] for p in observed["processes"]} == {"stopped"}
+
+
+def test_a_head_nodes_agent_whose_data_dir_is_too_small_refuses_in_one_line(tmp_path):
+    """A hosts graph's head node script on a node whose coordination.data_dir is a small
+    disk: its agent says so in one line before it starts a process."""
+    with _tmpfs(tmp_path / "disk", 64) as data_dir:
+        data = relocate(yaml.safe_load((GRAPHS / "demo-two-hosts.yaml").read_text()),
+                        "it-disk-node", BASE + 40)
+        data["coordination"]["data_dir"] = str(data_dir)
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        for name, text in render_hosts_files(Topology.model_validate(data)).items():
+            (run_dir / name).write_text(text)
+        path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+        head = subprocess.run(["bash", str(run_dir / "node-head.sh")], capture_output=True,
+                              text=True, timeout=60, check=False,
+                              env=os.environ | {"DIS_SERVE_RUN_DIR": str(run_dir),
+                                                "PATH": path})
+        assert head.returncode == 2, head
+        line = _one_line(head)
+        assert "it-disk-node on node head" in line and str(data_dir) in line, line
+        assert "etcd's preallocated WAL" in line and "coordination.data_dir" in line, line
+        assert _processes_under(run_dir) == [] and _processes_under(data_dir) == []

@@ -7,15 +7,20 @@ import sys
 
 from dis_serve.builtin import DEMO_TOPOLOGY
 from dis_serve.inputs.yaml_input import load_model_file
-from dis_serve.launch.disk_space import ETCD_BYTES, LOG_HEADROOM_BYTES, needed_bytes
+from dis_serve.launch.disk_space import (
+    ETCD_BYTES,
+    LOG_HEADROOM_BYTES,
+    NATS_BYTES,
+    needed_bytes,
+)
 from dis_serve.render.launch_plan import RenderContext, render_launch_plan
-from dis_serve.topology import Topology
+from dis_serve.topology import ProcessKind, Topology
 
 
 def _needs(topo: Topology, run_dir) -> dict[str, int]:
     plan = render_launch_plan(topo, RenderContext(run_dir=run_dir, python=sys.executable))
     return {path.removeprefix(f"{run_dir}/"): size
-            for path, (size, _what) in needed_bytes(plan, topo).items()}
+            for path, (size, _what) in needed_bytes(plan, topo, run_dir).items()}
 
 
 def test_the_demo_graph_needs_room_for_etcds_two_wal_segments_the_logs_and_its_card(tmp_path):
@@ -36,3 +41,19 @@ def test_a_card_already_written_and_external_planes_need_no_room(tmp_path):
     (tmp_path / "model-card").mkdir()
     (tmp_path / "model-card" / "tokenizer.json").write_text("{}")
     assert _needs(topo, tmp_path) == {"logs": LOG_HEADROOM_BYTES}
+
+
+def test_a_nodes_share_needs_room_for_etcd_and_nats_only_where_it_runs_them(tmp_path):
+    """A multi-node graph's node runs a share of the plan (launch/agent.py): etcd's and
+    NATS's data in its own data directory where it runs them, logs and card elsewhere."""
+    topo = load_model_file(Topology, DEMO_TOPOLOGY)
+    plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path / "run",
+                                                  python=sys.executable))
+    coordination = (ProcessKind.ETCD, ProcessKind.NATS)
+    head = needed_bytes(plan, topo, tmp_path / "node-data")
+    assert head[str(tmp_path / "node-data" / "etcd-data")][0] == ETCD_BYTES
+    assert head[str(tmp_path / "node-data" / "nats-data")][0] == NATS_BYTES
+    workers = plan.model_copy(update={"processes": [p for p in plan.processes
+                                                    if p.kind not in coordination]})
+    assert set(needed_bytes(workers, topo, tmp_path / "node-data")) == {
+        f"{tmp_path}/run/logs", f"{tmp_path}/run/model-card"}

@@ -61,6 +61,7 @@ from ..topology import ProcessKind, Topology
 from ..topology.security import TlsMode
 from .agent_contact import keep_in_touch, read_heartbeat
 from .cluster_tls import prepare_node_tls
+from .disk_space import check_disk, needed_bytes
 from .etcd_members import MemberPlace, member_start_state
 from .events import describe
 from .floating_address import FloatingAddressWatch
@@ -230,6 +231,10 @@ def run_agent(run_dir: Path, node: str) -> int:
     claim = (claim_data_dir(data_dir, topo.name)
              if any(p.kind in _NODE_DATA_KINDS for p in share_of.processes) else None)
     try:
+        # After the claim emptied the data directory of a killed agent's leftovers.
+        check_disk(f"{topo.name} on node {node}", needed_bytes(own, topo, data_dir),
+                   fix="point coordination.data_dir (etcd's and NATS's data) or the run "
+                       "directory at a larger disk")
         _write_missing_inputs(topo, own, run.path)
         secrets = prepare_node_tls(topo, share_of, values, run.path)
         write_node_configs(NodeContext(topo=topo, plan=cluster, whole=whole, node=share_of,

@@ -27,7 +27,7 @@ from ..render.tls_planes import generates_nats_token, graph_pki_paths
 from ..security.pki_files import TLS_DIR
 from ..topology import PlacementKind, Topology
 from ..topology.security import TlsMode
-from .disk_space import check_disk
+from .disk_space import check_disk, needed_bytes
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .orphans import Leftover, claim
@@ -101,7 +101,9 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     # the new frontend would route to. (Within one run they are kept: a restarted etcd or
     # NATS finds its data again.)
     run_dir.remove(COORDINATION_DATA + CHANGE_FILES)
-    check_disk(plan, topo)  # after the last run's etcd and NATS data made their room
+    # After the last run's etcd and NATS data made their room.
+    check_disk(topo.name, needed_bytes(plan, topo, Path(plan.run_dir)),
+               fix="set DIS_SERVE_HOME to a directory on a larger disk")
     run_dir.archive_previous(keep_runs)
     run_dir.prepare()
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
