@@ -14,7 +14,7 @@ import pytest
 from chat_load import StreamingChats
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.status import ProcessState
-from dis_serve.render.launch_plan import model_ready_path
+from dis_serve.render.model_ready import model_ready_path
 from dis_serve.topology import Topology
 from relocate import relocated_demo
 

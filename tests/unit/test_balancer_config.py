@@ -13,8 +13,8 @@ from dis_serve.render.balancer import (
     haproxy_word,
     keepalived_config,
     keepalived_word,
-    ready_path,
 )
+from dis_serve.render.model_ready import model_ready_path
 
 REPLICAS = [Replica(name="frontend-0", host="10.0.0.1", port=8001),
             Replica(name="frontend-1", host="10.0.0.2", port=8002)]
@@ -41,7 +41,7 @@ def test_a_replica_is_healthy_only_when_it_can_route_the_model():
 
 
 def test_the_health_check_path_escapes_the_model_name():
-    assert ready_path("org/model 7b") == "/v1/models/org%2Fmodel%207b/ready"
+    assert model_ready_path("org/model 7b") == "/v1/models/org%2Fmodel%207b/ready"
 
 
 def test_every_replica_is_checked_twice_a_second_and_needs_two_answers_to_come_back():

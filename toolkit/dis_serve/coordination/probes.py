@@ -8,7 +8,7 @@ Signals (read from Dynamo 1.6.1's behaviour):
   1.6.1 reports "notready" forever unless `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS` names the
   endpoints whose registration makes it ready; the launch plan sets it for every worker.
 - the frontend: it can route the graph's model, `GET /v1/models/<model>/ready` answers 200
-  (render/launch_plan.model_ready_path says what that means; over HTTPS with the graph's CA
+  (render/model_ready.py says what that means; over HTTPS with the graph's CA
   when it serves HTTPS: the plan's `endpoint_tls`), asked of that frontend itself (one of
   several replicas answers at its own address, not at the graph's endpoint). Its `/health`
   and `/v1/models` are no such test: a frontend just (re)started answers /health with 200
@@ -27,7 +27,8 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec, model_ready_path
+from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
+from ..render.model_ready import model_ready_path
 from ..security.http_client import direct_client
 from ..topology import ProcessKind
 
@@ -151,7 +152,7 @@ def _probe_socket(socket_path: str, url: str, client: httpx.Client) -> Probe:
 
 def frontend_can_route(client: httpx.Client, url: str) -> Probe:
     """A frontend's readiness: its model-ready URL (a plan's frontend `readiness.url`,
-    render/launch_plan.model_ready_path) answers 200. Any answer at all (404 before the model
+    render/model_ready.py) answers 200. Any answer at all (404 before the model
     is discovered, 503 while a worker type is missing) says the frontend is alive."""
     code, _body = _get_json(client, url)
     return Probe(answered=code != 0, ready=code == 200)

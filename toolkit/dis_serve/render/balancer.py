@@ -21,9 +21,9 @@ wakes (which would cut every stream through the new holder).
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from .model_ready import model_ready_path
 
 # VRRP advertisements every second: a lost holder is replaced after three silent intervals
 # (and its skew), about 3 s; measured on the test bed in docs/multi-node.md.
@@ -99,11 +99,6 @@ class BalancerSettings(BaseModel):
     tls: BalancerTls | None = None
 
 
-def ready_path(model_name: str) -> str:
-    """The replica health check: Dynamo's per-model readiness (probes.py reads it too)."""
-    return f"/v1/models/{quote(model_name, safe='')}/ready"
-
-
 def haproxy_word(value: str) -> str:
     """One haproxy configuration word: single-quoted (no variable expansion), a quote in it
     written outside the quotes."""
@@ -157,7 +152,7 @@ def haproxy_config(settings: BalancerSettings) -> str:
         "  monitor fail if { nbsrv(replicas) lt 1 }",
         "backend replicas",
         "  balance leastconn",
-        f"  option httpchk GET {ready_path(settings.model_name)}",
+        f"  option httpchk GET {model_ready_path(settings.model_name)}",
         "  http-check expect status 200",
         *(_server_line(replica, settings.tls) for replica in settings.replicas),
         "",

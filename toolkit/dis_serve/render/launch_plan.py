@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +40,7 @@ from .dynamo_argv import (
     worker_argv,
 )
 from .engine_config import engine_config_path
+from .model_ready import model_ready_path
 from .node_layout import WorkerSlot, worker_slots
 from .planner_config import VIRTUAL, planner_config
 from .run_layout import ENGINE_CONFIG_DIR, ETCD_DATA, MODEL_CARD_DIR, NATS_CONFIG, NATS_DATA
@@ -283,17 +284,6 @@ def nats_spec(topo: Topology, nats_bin: str, host: str, store_dir: str,
         readiness=Readiness(kind=ProbeKind.TCP, port=port,
                             host=None if host == LOOPBACK else host),
     )
-
-
-def model_ready_path(model_name: str) -> str:
-    """The one test of "this frontend can route the graph's model": Dynamo 1.6.1's
-    `GET /v1/models/<model>/ready` answers 200 once the model is registered and every worker
-    type it needs (prefill and decode, or aggregated) has a worker attached; 404 while the
-    frontend does not know the model (the half second after each start in which it already
-    answers requests with 404), 503 while a worker type is missing. A frontend's readiness
-    probe (the supervisor's, the scripts', Kubernetes') and a load balancer's health check
-    ask this path and nothing else, so "ready" means the same to all of them."""
-    return f"/v1/models/{quote(model_name, safe='')}/ready"
 
 
 def frontend_spec(topo: Topology, target: TargetParams,

@@ -18,7 +18,7 @@ from typing import Any
 from ...engines import engine_for
 from ...render.dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from ...render.engine_config import dump_engine_config, engine_config_name, render_engine_configs
-from ...render.launch_plan import model_ready_path
+from ...render.model_ready import model_ready_path
 from ...topology import PoolRole, Topology
 from .availability import (
     frontend_anti_affinity,

@@ -179,7 +179,7 @@ def worker_probes(topo: Topology) -> dict[str, dict[str, Any]]:
 def frontend_probes(port: str, ready_path: str,
                     action: Callable[[str], dict[str, Any]] | None = None
                     ) -> dict[str, dict[str, Any]]:
-    """`ready_path` is the frontend's readiness (launch_plan.model_ready_path); `action(path)`
+    """`ready_path` is the frontend's readiness (render/model_ready.py); `action(path)`
     says how to ask (tls.frontend_probe_action: HTTPS, or a check in the pod); plain HTTP GET
     on `port` without it."""
     ask = action or (lambda path: {"httpGet": {"path": path, "port": port}})
