@@ -141,6 +141,10 @@ class Arm:
         placement cannot: a Slurm job's lost node is out of its allocation)."""
         return None
 
+    def status_call(self) -> tuple[dict[str, str], str]:
+        """The environment and the name `dis-serve status` finds this arm's graph by."""
+        return self.env, self.graph
+
     @property
     def graph(self) -> str:
         return f"bench-mn-{self.name}"
@@ -204,12 +208,16 @@ class SlurmArm(Arm):
         in `self.node_back`."""
         from slurm_cluster import binary
 
+        # As a rebooted machine: back once Slurm has marked it DOWN (a slurmd back sooner
+        # makes Slurm end the whole job: its batch script is missing from the batch node).
+        was_down = wait_for(lambda: slurm_node_state(self, node).startswith("down"),
+                            SLURMD_TIMEOUT_S * 3, 0.5)
         self.cluster.run_daemon(*self.cluster.command_in(
             node, binary("slurmd"), "-N", node, "-f", str(self.cluster.conf)))
         registered = wait_for(lambda: slurm_node_state(self, node) in {"idle", "mixed",
                                                                         "allocated"}, 30, 0.5)
         time.sleep(10)  # what the job does with a node that re-registered
-        self.node_back = {"registered": registered,
+        self.node_back = {"marked_down_first": was_down, "registered": registered,
                           "node_state": slurm_node_state(self, node),
                           "job_state": slurm_job_state(self),
                           "serves": first_completion(self, time.monotonic() + 10)}
@@ -240,12 +248,17 @@ class HostsArm(Arm):
     script_env: dict[str, str] = field(default_factory=dict)
 
     def bring_back(self, node: str) -> float | None:
-        """The node's script started again, as its operator would after a reboot."""
+        """The node's script started again, as its operator would after a reboot; seconds
+        until `status` says ready (its state files alone would: the dead agent's last)."""
         started = time.monotonic()
         self.scripts |= self.cluster.start_hosts_scripts(self.run_dir, [node], self.script_env)
-        if not wait_for(lambda: all_ready(self.run_dir), RECOVERY_TIMEOUT_S * 2):
+        if not wait_for(lambda: status_of(self)[0] == 0, RECOVERY_TIMEOUT_S * 2, 0.5):
             return None
         return time.monotonic() - started
+
+    def status_call(self) -> tuple[dict[str, str], str]:
+        """Its node scripts run from a rendered directory under <work>/hosts/runs."""
+        return self.env | {"DIS_SERVE_HOME": str(self.work / "hosts")}, self.run_dir.name
 
     @property
     def run_dir(self) -> Path:
@@ -444,15 +457,21 @@ def _head_processes(arm: Arm) -> list[int]:
     return found
 
 
-def degraded_naming(arm: Arm, node: str) -> bool:
-    out = subprocess.run([DIS_SERVE, "status", arm.graph, "--json"], env=arm.env,
+def status_of(arm: Arm) -> tuple[int, dict]:
+    """`dis-serve status --json` of the arm's graph: (exit status, observation)."""
+    env, name = arm.status_call()
+    out = subprocess.run([DIS_SERVE, "status", name, "--json"], env=env,
                          capture_output=True, text=True, timeout=60, check=False)
     try:
-        observed = json.loads(out.stdout)
+        return out.returncode, json.loads(out.stdout)
     except ValueError:
-        return False
-    return out.returncode == 3 and any(p.startswith(f"node {node}:")
-                                       for p in observed.get("problems", []))
+        return out.returncode, {}
+
+
+def degraded_naming(arm: Arm, node: str) -> bool:
+    code, observed = status_of(arm)
+    return code == 3 and any(p.startswith(f"node {node}:")
+                             for p in observed.get("problems", []))
 
 
 def inject_head_loss(arm: Arm) -> dict:

@@ -68,3 +68,33 @@ def test_keepalived_accepts_the_floating_address(tmp_path):
     checked = subprocess.run([_binary("keepalived"), f"-t{report}", "-f", str(config)],
                              capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, report.read_text() if report.exists() else checked.stderr
+
+
+def test_haproxy_accepts_the_balancer_a_graph_on_one_machine_writes(tmp_path):
+    """A graph on one machine with two frontend replicas over HTTPS: `up` writes its
+    balancer's configuration and certificate bundles (launch/node_configs.py) from the
+    graph's own certificates; haproxy's parser takes them, in front of both replicas."""
+    from conftest import GRAPHS
+    from dis_serve.inputs.yaml_input import load_model_file
+    from dis_serve.launch.node_configs import write_local_balancer
+    from dis_serve.render.balancer import balancer_config_name
+    from dis_serve.render.launch_plan import LOCAL_NODE, RenderContext, render_launch_plan
+    from dis_serve.security.certs import write_pki
+    from dis_serve.security.pki_files import TLS_DIR
+    from dis_serve.topology import Topology
+
+    data = load_model_file(Topology, GRAPHS / "demo.yaml").model_dump(mode="json",
+                                                                     exclude_unset=True)
+    data["frontend"] = dict(data.get("frontend") or {}) | {"replicas": 2}
+    data["security"] = {"tls": {"frontend": True}}
+    topo = Topology.model_validate(data)
+    assert topo.frontend_https
+    write_pki(issue_graph_pki(topo.name, ["127.0.0.1"]), tmp_path / TLS_DIR)
+    plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path))
+    write_local_balancer(topo, plan, tmp_path)
+    config = tmp_path / balancer_config_name(LOCAL_NODE)
+    text = config.read_text()
+    assert all(f"127.0.0.1:{topo.frontend.replica_port + i}" in text for i in range(2)), text
+    checked = subprocess.run([_binary("haproxy"), "-c", "-f", str(config)],
+                             capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

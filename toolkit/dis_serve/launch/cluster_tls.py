@@ -25,6 +25,7 @@ from ..render.shell_words import resolve_runtime
 from ..render.tls_planes import generates_nats_token, node_pki
 from ..security.pki_files import (
     TLS_DIR,
+    PkiPaths,
     balancer_pem_path,
     ca_key_path,
     client_bundle_path,
@@ -97,19 +98,18 @@ def prepare_node_tls(topo: Topology, node: NodeProcesses, values: dict[str, str]
         names = node_server_names(topo, resolve_runtime(node.address, values),
                                   serves_clients(topo, node))
         _issue_node_certificate(topo, node.name, names, run_dir / TLS_DIR)
-    if any(p.kind is ProcessKind.BALANCER for p in node.processes):
-        _write_balancer_bundles(topo, node.name, run_dir)
+    paths = node_pki(topo.security, run_dir, node.name)
+    if any(p.kind is ProcessKind.BALANCER for p in node.processes) and paths is not None \
+            and topo.frontend_https:
+        write_balancer_bundles(paths, node.name, run_dir)
     return graph_secrets(topo, run_dir)
 
 
-def _write_balancer_bundles(topo: Topology, node: str, run_dir: Path) -> None:
+def write_balancer_bundles(paths: PkiPaths, node: str, run_dir: Path) -> None:
     """haproxy reads a certificate and its key from one file: the node's (what it presents
     to clients) and the graph's client certificate (what it presents to the replicas)."""
     from ..security.certs import write_private_files
 
-    paths = node_pki(topo.security, run_dir, node)
-    if paths is None or not topo.frontend_https:
-        return
     def bundle(cert: str, key: str) -> bytes:
         return (read_own_text(Path(cert)) + read_own_text(Path(key))).encode()
 

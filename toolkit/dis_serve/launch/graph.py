@@ -30,6 +30,7 @@ from ..topology.security import TlsMode
 from .disk_space import check_disk, needed_bytes
 from .events import SupervisorEvent
 from .model_card import write_model_card
+from .node_configs import write_local_balancer
 from .orphans import Leftover, claim
 from .plan_watch import PlanWatch
 from .port_claims import claim_ports
@@ -109,6 +110,7 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
     write_coordination_inputs(topo, run_dir)
+    write_local_balancer(topo, plan, run_dir.path.resolve())
     run_dir.write_launch_inputs(topo, plan, context)
     # Also replaces the record of an earlier run of this name elsewhere (a Slurm job's).
     record = build_record(topo, placement=PlacementKind.supervised_here(),

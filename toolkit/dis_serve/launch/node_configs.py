@@ -28,6 +28,7 @@ from ..render.balancer import (
 )
 from ..render.cluster_plan import ClusterPlan, NodeProcesses, resolved_launch_plan
 from ..render.launch_plan import (
+    LOCAL_NODE,
     LaunchPlan,
     NatsCluster,
     ProcessSpec,
@@ -35,9 +36,10 @@ from ..render.launch_plan import (
     nats_config_name,
 )
 from ..render.shell_words import resolve_runtime
-from ..render.tls_planes import node_pki
-from ..security.pki_files import TLS_DIR, balancer_pem_path, client_bundle_path
+from ..render.tls_planes import graph_pki_paths, node_pki
+from ..security.pki_files import TLS_DIR, PkiPaths, balancer_pem_path, client_bundle_path
 from ..topology import ProcessKind, Topology
+from .cluster_tls import write_balancer_bundles
 from .floating_address import release_stale_address, remove_pid_files
 
 
@@ -109,16 +111,37 @@ def _replicas(whole: LaunchPlan) -> list[Replica]:
 
 def balancer_tls(topo: Topology, run_dir: Path, node: str) -> BalancerTls | None:
     """The files an HTTPS balancer reads (cluster_tls.py writes the two bundles)."""
-    if not topo.frontend_https:
-        return None
-    paths = node_pki(topo.security, run_dir, node)
-    if paths is None:
+    return _balancer_tls(topo, node_pki(topo.security, run_dir, node), run_dir, node)
+
+
+def _balancer_tls(topo: Topology, paths: PkiPaths | None, run_dir: Path,
+                  node: str) -> BalancerTls | None:
+    if not topo.frontend_https or paths is None:
         return None
     tls_dir = run_dir / TLS_DIR
     return BalancerTls(server_pem=balancer_pem_path(tls_dir, node), ca_cert=paths.ca_cert,
                        client_pem=client_bundle_path(tls_dir),
                        client_ca=paths.ca_cert if topo.security.tls.frontend_client_certs
                        else None)
+
+
+def write_local_balancer(topo: Topology, plan: LaunchPlan, run_dir: Path) -> None:
+    """A graph on one machine with several frontend replicas: its balancer's configuration
+    (and, over HTTPS, its certificate bundles: the graph's own certificates), as a node's
+    agent writes its node's."""
+    spec = next((p for p in plan.processes if p.kind is ProcessKind.BALANCER), None)
+    if spec is None:
+        return
+    paths = graph_pki_paths(topo.security, run_dir)
+    if paths is not None and topo.frontend_https:
+        write_balancer_bundles(paths, LOCAL_NODE, run_dir)
+    settings = BalancerSettings(
+        bind_host=topo.frontend.local_host, bind_port=topo.frontend.port, floating=False,
+        model_name=topo.model.name, replicas=_replicas(plan),
+        monitor_socket=spec.readiness.socket or str(run_dir / MONITOR_SOCKET),
+        tls=_balancer_tls(topo, paths, run_dir, LOCAL_NODE))
+    write_atomic(run_dir / balancer_config_name(LOCAL_NODE), haproxy_config(settings),
+                 PRIVATE_FILE)
 
 
 def balancer_settings(ctx: NodeContext) -> BalancerSettings:
