@@ -92,8 +92,9 @@ def topology(arm: str, work: Path) -> Path:
     if arm == "planner":
         data["pools"]["prefill"]["max_workers"] = ARMS["peak"]["prefill"]
         data["pools"]["decode"]["max_workers"] = ARMS["peak"]["decode"]
+        # The planner's and the scaler's ports above the workers' (relocate's block).
         data["autoscale"] = {"load_interval_s": 2,
-                             "system_port": BASE_PORT + 30 * 2 + 5}
+                             "system_port": BASE_PORT + 30 * 2 + 20}
     path = work / f"{arm}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -38,7 +38,7 @@ def graph(tmp_path_factory):
     data["pools"]["decode"]["max_workers"] = 3
     # A KV cache of 8,192 tokens per decode worker, so 12 streams load it past half.
     data["mocker"] = {"num_gpu_blocks": 256}
-    data["autoscale"] = {"load_interval_s": 1, "system_port": BASE + 5}
+    data["autoscale"] = {"load_interval_s": 1, "system_port": BASE + 20}  # scaler +21
     file = tmp / f"{NAME}.yaml"
     file.write_text(yaml.safe_dump(data))
     home = tmp / "home"

@@ -250,15 +250,13 @@ def test_a_three_node_graph_heals_every_kill_and_down_leaves_nothing_for_a_clean
     assert not _data_dir("it-3node", again.job_id).exists()
 
 
-def _scalable(tmp_path: Path, name: str) -> Path:
+def _scalable(tmp_path: Path, name: str) -> dict:
     """The 3-node graph with a spare GPU on every node (the job holds them: hardware) and
     room for two more decode workers."""
     data = relocate(single_head_data("demo-3node-slurm.yaml"), name, BASE)
     data["hardware"]["gpus_per_node"] = 2
     data["pools"]["decode"]["max_workers"] = 4
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return data
 
 
 def _decode_on(run: RunDir) -> dict[str, str]:
@@ -271,29 +269,70 @@ def _decode_on(run: RunDir) -> dict[str, str]:
     return found
 
 
-def test_scale_on_the_three_node_bed_adds_and_drains_workers_across_nodes_under_load(
-        netns_cluster, tmp_path):
-    from chat_load import StreamingChats
-
-    home = tmp_path / "home"
-    run, _job = _up(netns_cluster, home, _scalable(tmp_path, "it-3scale"), "it-3scale")
-    endpoint = f"https://{HEAD}:{BASE}"
-    verify = ssl.create_default_context(cafile=run.path / "tls" / "ca.pem")
+@pytest.fixture(scope="module")
+def scalable(netns_cluster, tmp_path_factory):
+    """One graph of spare GPUs for the module's changes: (run, home, its topology mapping,
+    where to write edits of it); down after, leaving nothing in any namespace."""
+    tmp = tmp_path_factory.mktemp("3scale")
+    home, data = tmp / "home", _scalable(tmp, "it-3scale")
+    path = tmp / "it-3scale.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run, _job = _up(netns_cluster, home, path, "it-3scale")
     try:
-        with StreamingChats(endpoint, "demo-model", threads=4, max_tokens=48, timeout_s=20,
-                            verify=verify) as load:
-            up = _cli(netns_cluster, home, "scale", "it-3scale", "decode=4")
-            assert up.returncode == 0, up.stdout + up.stderr
-            on = _decode_on(run)
-            assert len(on) == 4 and len(set(on.values())) == 3, on  # every node holds one
-            down = _cli(netns_cluster, home, "scale", "it-3scale", "decode=2")
-            assert down.returncode == 0, down.stdout + down.stderr
-            assert sorted(_decode_on(run)) == ["decode-0", "decode-1"]
-        outcomes = list(load.outcomes)
-        assert outcomes and [o.problem for o in outcomes if not o.ok] == []
-        assert all(o.tokens == load.max_tokens for o in outcomes if o.ok)
-        assert run.read_cluster_plan().revision == 2
+        yield run, home, data, tmp
     finally:
         stopped = _cli(netns_cluster, home, "down", "it-3scale")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     _nothing_left(netns_cluster, run)
+
+
+@contextlib.contextmanager
+def _streaming(run: RunDir):
+    """Four streaming chat clients at the head for the block; afterwards every request
+    answered in full."""
+    from chat_load import StreamingChats
+
+    verify = ssl.create_default_context(cafile=run.path / "tls" / "ca.pem")
+    with StreamingChats(f"https://{HEAD}:{BASE}", "demo-model", threads=4, max_tokens=48,
+                        timeout_s=20, verify=verify) as load:
+        yield
+    outcomes = list(load.outcomes)
+    assert outcomes and [o.problem for o in outcomes if not o.ok] == []
+    assert all(o.tokens == load.max_tokens for o in outcomes if o.ok)
+
+
+def test_scale_on_the_three_node_bed_adds_and_drains_workers_across_nodes_under_load(
+        netns_cluster, scalable):
+    run, home, _data, _tmp = scalable
+    revision = run.read_cluster_plan().revision
+    with _streaming(run):
+        up = _cli(netns_cluster, home, "scale", "it-3scale", "decode=4")
+        assert up.returncode == 0, up.stdout + up.stderr
+        on = _decode_on(run)
+        assert len(on) == 4 and len(set(on.values())) == 3, on  # every node holds one
+        down = _cli(netns_cluster, home, "scale", "it-3scale", "decode=2")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert sorted(_decode_on(run)) == ["decode-0", "decode-1"]
+    assert run.read_cluster_plan().revision == revision + 2
+
+
+def test_apply_on_the_three_node_bed_rolls_the_decode_pools_engine_settings_under_load(
+        netns_cluster, scalable):
+    run, home, data, tmp = scalable
+    before = sorted(_decode_on(run))
+    edited = dict(data, pools=dict(data["pools"], decode=dict(
+        data["pools"]["decode"], workers=len(before), max_batch_size=128)))
+    path = tmp / "it-3scale-edited.yaml"
+    path.write_text(yaml.safe_dump(edited))
+    with _streaming(run):
+        applied = _cli(netns_cluster, home, "apply", str(path))
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "pools.decode.max_batch_size changed" in applied.stdout, applied.stdout
+    after = _decode_on(run)
+    assert len(after) == len(before) and not set(after) & set(before), (before, after)
+    plan = run.read_cluster_plan()
+    for node in plan.nodes:
+        for spec in node.processes:
+            if spec.name in after:
+                assert "128" in spec.argv, spec.argv
+    assert run.read_topology().pools.decode.max_batch_size == 128

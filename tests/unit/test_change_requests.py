@@ -8,7 +8,7 @@ import yaml
 
 from conftest import GRAPHS
 from dis_serve.change.autoscaler import decision_counts
-from dis_serve.change.request import scale_target
+from dis_serve.change.targets import scale_target
 from dis_serve.errors import UserInputError
 from dis_serve.topology import PoolRole, Topology
 

@@ -22,7 +22,7 @@ from ..errors import DisServeError
 from ..launch.change_record import change_lock
 from ..topology import Mode, PoolRole, Topology
 from .executor import LiveGraph, carry_out
-from .request import validated_counts
+from .targets import validated_counts
 
 
 def decision_counts(topo: Topology, prefill: int, decode: int) -> dict[PoolRole, int]:

@@ -21,21 +21,10 @@ def scale(request: ScaleRequest) -> None:
     """Add or remove workers of a running graph's pools now: new workers start on GPUs the
     graph does not use and join once the router routes to them; leaving workers are taken
     out of routing, finish their requests (supervision.drain_timeout_s) and stop."""
-    from ..change.executor import carry_out
-    from ..change.request import scale_target
-    from ..errors import UserInputError
-    from ..launch.change_record import change_lock
+    from ..change.commands import scale_graph
 
     name = request.name
-    live = _live(name)
-    running = live.read().topology
-    if running.autoscale is not None:
-        raise UserInputError(f"graph {name!r} is resized by Dynamo's planner (autoscale)",
-                             key="autoscale", fix="`apply` its topology with other "
-                             "min_workers/max_workers, or without autoscale")
-    target = scale_target(running, list(request.pools))
-    with change_lock(live.run_dir, name):
-        record = carry_out(live, target, "scale", say=_say)
+    record = scale_graph(_live(name), name, list(request.pools), say=_say)
     console.print(f"{name}: {record.message} ("
                   + ", ".join(f"{role} {n}" for role, n in record.target.items()) + ")",
                   markup=False)
@@ -46,11 +35,8 @@ def apply(request: ApplyRequest) -> None:
     """Change a running graph to an edited topology: print what changes (workers added or
     removed, pools rolled because what their workers run changed, changes refused because
     they need a new graph), then carry it out step by step."""
-    from ..change.diff import diff
-    from ..change.executor import carry_out, simulate, slot_of
-    from ..errors import UserInputError
+    from ..change.commands import apply_topology
     from ..inputs.yaml_input import load_model_file
-    from ..launch.change_record import change_lock
     from ..topology import Topology
 
     file = request.file
@@ -59,38 +45,22 @@ def apply(request: ApplyRequest) -> None:
         _operator_change(load_model_file(Topology, request.deployed), edited, str(file),
                          request.out)
         return
-    live = _live(edited.name)
-    state = live.read()
-    rendered = {p.name: p for p in live.render(edited, [slot_of(w) for w in state.workers])}
-    changes = diff(state.topology, edited, state.workers, rendered)
-    for line in changes.describe():
-        console.print(line, markup=False)
-    if changes.refused:
-        key, why = changes.refused[0]
-        raise UserInputError(f"{key} changed; a running graph cannot take it ({why})",
-                             source=str(file), key=key,
-                             fix=f"`dis-serve down {edited.name}` and `up` it, or undo it")
-    steps = simulate(live, edited)
-    if request.dry_run:
-        for i, step in enumerate(steps, start=1):
-            console.print(f"step {i}: {step.why}", markup=False)
+    record = apply_topology(_live(edited.name), edited, str(file), request.dry_run,
+                            say=_say)
+    if record is None:
         console.print(f"dry run: nothing changed; next: dis-serve apply {file}", markup=False)
         return
-    with change_lock(live.run_dir, edited.name):
-        record = carry_out(live, edited, "apply", say=_say)
     console.print(f"{edited.name}: {record.message}", markup=False)
     console.print(f"next: dis-serve status {edited.name}", markup=False)
 
 
 def _operator_change(deployed: Topology, edited: Topology, source: str, out: Path) -> None:
-    from ..files.atomic_file import write_atomic
     from ..placements.registry import operator_change
+    from ..placements.shared_files import write_files
 
     change = operator_change(deployed, edited, source, str(out))
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in change.files.items():
-        write_atomic(out / name, text, 0o600)
-        console.print(f"wrote {out / name}", markup=False)
+    for path in write_files(change.files, out):
+        console.print(f"wrote {path}", markup=False)
     for line in change.lines:
         console.print(line, markup=False)
 
