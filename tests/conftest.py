@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
 import sys
 import time
 import types
@@ -122,6 +123,15 @@ def aiperf_processes() -> set[int]:
         if cmdline.startswith("aiperf") or "/aiperf profile" in cmdline:
             found.add(proc.pid)
     return found
+
+
+DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
+
+
+def dis_serve_at(home: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """`dis-serve ARGS` as a user whose DIS_SERVE_HOME is `home` runs it (a real process)."""
+    return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True, timeout=timeout,
+                          env=os.environ | {"DIS_SERVE_HOME": str(home)}, check=False)
 
 
 def wait_until(predicate, timeout: float = 20.0) -> bool:

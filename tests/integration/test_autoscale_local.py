@@ -5,30 +5,21 @@ request failing."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from chat_load import StreamingChats
+from conftest import dis_serve_at
 from dis_serve.launch.change_record import read_history
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import ProcessState
 from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
-DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 NAME = "it-auto"
 BASE = 18975
-
-
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True, timeout=240,
-                          env=os.environ | {"DIS_SERVE_HOME": str(home)}, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +33,12 @@ def graph(tmp_path_factory):
     file = tmp / f"{NAME}.yaml"
     file.write_text(yaml.safe_dump(data))
     home = tmp / "home"
-    up = _cli(home, "up", str(file), "--detach")
+    up = dis_serve_at(home, "up", str(file), "--detach")
     assert up.returncode == 0, up.stdout + up.stderr
     try:
         yield RunDir.for_graph(NAME, home)
     finally:
-        down = _cli(home, "down", NAME)
+        down = dis_serve_at(home, "down", NAME)
         assert down.returncode == 0, down.stderr
 
 

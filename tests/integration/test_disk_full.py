@@ -19,14 +19,13 @@ import psutil
 import pytest
 import yaml
 
-from conftest import GRAPHS, wait_until
+from conftest import GRAPHS, dis_serve_at, wait_until
 from dis_serve.launch.rundir import RunDir
 from dis_serve.placements.hosts.scripts import render_hosts_files
 from dis_serve.topology import Topology
 from relocate import relocate, relocated_demo
 
 pytestmark = pytest.mark.integration
-DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 BASE = 18320
 
 
@@ -41,11 +40,6 @@ def _tmpfs(path: Path, size_mib: int) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["umount", "--lazy", str(path)], check=True)
-
-
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True, timeout=120,
-                          env=os.environ | {"DIS_SERVE_HOME": str(home)}, check=False)
 
 
 def _one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -72,14 +66,14 @@ def _topology(tmp_path: Path, name: str) -> Path:
 def test_up_on_a_disk_too_small_refuses_in_one_line_and_status_says_it_never_started(
         tmp_path):
     with _tmpfs(tmp_path / "disk", 64) as home:
-        up = _cli(home, "up", str(_topology(tmp_path, "it-disk-small")), "--detach")
+        up = dis_serve_at(home, "up", str(_topology(tmp_path, "it-disk-small")), "--detach")
         assert up.returncode == 2
         line = _one_line(up)
         assert f"{home}" in line and "MiB free" in line and "etcd's preallocated WAL" in line
         assert _processes_under(home) == []
-        status = _cli(home, "status", "it-disk-small")
+        status = dis_serve_at(home, "status", "it-disk-small")
         assert status.returncode == 1 and "never started" in _one_line(status)
-        down = _cli(home, "down", "it-disk-small")
+        down = dis_serve_at(home, "down", "it-disk-small")
         assert down.returncode == 0 and "it-disk-small is not running" in down.stdout
 
 
@@ -103,7 +97,7 @@ def _fill(directory: Path) -> Path:
 def test_a_disk_that_fills_while_serving_leaves_down_and_status_truthful(tmp_path):
     with _tmpfs(tmp_path / "disk", 200) as home:
         name = "it-disk-fills"
-        up = _cli(home, "up", str(_topology(tmp_path, name)), "--detach")
+        up = dis_serve_at(home, "up", str(_topology(tmp_path, name)), "--detach")
         assert up.returncode == 0, up.stderr
         run = RunDir.for_graph(name, home)
         state = run.read_state()
@@ -114,10 +108,10 @@ def test_a_disk_that_fills_while_serving_leaves_down_and_status_truthful(tmp_pat
             "messages": [{"role": "user", "content": "w3 w4"}]}, trust_env=False)
         assert chat.status_code == 200, chat.text  # serving goes on
 
-        down = _cli(home, "down", name)
+        down = dis_serve_at(home, "down", name)
         assert down.returncode == 0 and "Traceback" not in down.stderr, down.stderr
         assert wait_until(lambda: _processes_under(home) == [], timeout=10)
-        status = _cli(home, "status", name, "--json")
+        status = dis_serve_at(home, "status", name, "--json")
         assert status.returncode == 0, status.stderr
         observed = json.loads(status.stdout)
         assert observed["phase"] == "stopped"

@@ -4,29 +4,22 @@ the change is in the run directory, refused changes leave the graph as it was.""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from chat_load import StreamingChats
+from conftest import dis_serve_at
 from dis_serve.launch.change_record import read_change
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import ProcessState
 from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
-DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 NAME = "it-change"
 BASE = 18960
-
-
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True, timeout=240,
-                          env=os.environ | {"DIS_SERVE_HOME": str(home)}, check=False)
 
 
 class Graph:
@@ -35,7 +28,7 @@ class Graph:
         self.run = RunDir.for_graph(NAME, home)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return _cli(self.home, *args)
+        return dis_serve_at(self.home, *args)
 
     def topology(self) -> dict:
         return yaml.safe_load(self.file.read_text())

@@ -5,28 +5,20 @@ finds the graph's processes (through its lock) and stops every one."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 import yaml
 
-from conftest import wait_until
+from conftest import dis_serve_at, wait_until
 from dis_serve.launch.process import same_process
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphStatus
 from relocate import relocated_demo
 
 pytestmark = pytest.mark.integration
-DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 NAME = "it-torn"
-
-
-def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True, timeout=120,
-                          env=os.environ | {"DIS_SERVE_HOME": str(home)}, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +28,18 @@ def graph(tmp_path_factory):
     topology = root / "graph.yaml"
     topology.write_text(yaml.safe_dump(relocated_demo(NAME, 18220)))
     home = root / "home"
-    up = _cli(home, "up", str(topology), "--detach")
+    up = dis_serve_at(home, "up", str(topology), "--detach")
     assert up.returncode == 0, up.stderr
     run = RunDir.for_graph(NAME, home)
     state = run.read_state()
     assert state is not None
     yield home, run, state
-    _cli(home, "down", NAME)
+    dis_serve_at(home, "down", NAME)
 
 
 def _assert_status_names_the_torn_file(home: Path, run: RunDir) -> None:
     for args in (("status", NAME), ("status", NAME, "--json")):
-        status = _cli(home, *args)
+        status = dis_serve_at(home, *args)
         lines = [line for line in status.stderr.splitlines() if line.strip()]
         assert status.returncode == 1 and len(lines) == 1, (args, status)
         assert f"{run.state_file} cannot be read" in lines[0] and "Traceback" not in status.stderr
@@ -75,7 +67,7 @@ def test_down_stops_every_process_of_a_graph_whose_state_file_is_torn(graph):
     run.state_file.write_bytes(b"{\"name\": \"it-to")
     assert _running(state) == [p.name for p in state.processes]
     supervisor = psutil.Process(state.supervisor_pid)
-    down = _cli(home, "down", NAME)
+    down = dis_serve_at(home, "down", NAME)
     assert down.returncode == 0, down.stderr
     assert f"stopped {NAME}" in down.stdout
     assert wait_until(lambda: not _running(state), timeout=10), _running(state)
