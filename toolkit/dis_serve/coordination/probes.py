@@ -7,12 +7,14 @@ Signals (read from Dynamo 1.6.1's behaviour):
 - a worker: its system port's `GET /health` answers 200 with `"status": "ready"`. Dynamo
   1.6.1 reports "notready" forever unless `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS` names the
   endpoints whose registration makes it ready; the launch plan sets it for every worker.
-- the frontend: it can route the graph's model, `GET /v1/models/<model>/ready` answers 200
-  (render/model_ready.py says what that means; over HTTPS with the graph's CA
-  when it serves HTTPS: the plan's `endpoint_tls`), asked of that frontend itself (one of
-  several replicas answers at its own address, not at the graph's endpoint). Its `/health`
-  and `/v1/models` are no such test: a frontend just (re)started answers /health with 200
-  and chat requests with 404 for about half a second before it has discovered the model.
+- the frontend: it can route the graph's model: `GET /v1/models/<model>/ready` answers 200
+  and, when it has just turned 200, a one-token chat is answered 200 too (render/model_ready.py
+  says why: the prefill router activates after the ready path says 200); over HTTPS with the
+  graph's CA when it serves HTTPS (the plan's `endpoint_tls`), asked of that frontend itself
+  (one of several replicas answers at its own address, not at the graph's endpoint). Its
+  `/health` and `/v1/models` are no such test: a frontend just (re)started answers /health
+  with 200 and chat requests with 404 for about half a second before it has discovered the
+  model.
 - the balancer in front of several replicas: its monitor (a Unix socket) answers 200 while
   a replica can route the model; keepalived (the floating address) answers nothing: it is
   ready while it runs.
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..render.launch_plan import LaunchPlan, ProbeKind, ProcessSpec
-from ..render.model_ready import model_ready_path
+from ..render.model_ready import model_ready_path, routed_chat, routed_chat_url
 from ..security.http_client import direct_client
 from ..topology import ProcessKind
 
@@ -97,11 +99,13 @@ class Probe:
 
 
 def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
-                  starting: bool = False) -> Probe:
+                  starting: bool = False, was_ready: bool = True) -> Probe:
     """One probe of one process. A worker that answers "notready" (say, while etcd is away)
     is alive; one that does not answer within the client's timeout is hung or gone.
     `starting`: the process is not ready yet, and a kind that is ready on accept
-    (`ProcessKind.ready_on_accept`) is probed by a TCP connect to its probe's port."""
+    (`ProcessKind.ready_on_accept`) is probed by a TCP connect to its probe's port.
+    `was_ready`: the last probe found it ready (a frontend that was not must route a chat
+    before it is, `frontend_can_route`)."""
     probe = spec.readiness
     if probe.kind is ProbeKind.RUNNING:
         return Probe(answered=True, ready=True)
@@ -125,7 +129,7 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
         return Probe(answered=accepts, ready=accepts)
     assert probe.url is not None
     if spec.kind is ProcessKind.FRONTEND:
-        return frontend_can_route(client, probe.url)
+        return frontend_can_route(client, probe.url, plan.model_name, was_ready=was_ready)
     code, body = _get_json(client, probe.url)
     if code != 200:
         return Probe(answered=code != 0, ready=False)
@@ -150,12 +154,35 @@ def _probe_socket(socket_path: str, url: str, client: httpx.Client) -> Probe:
     return Probe(answered=True, ready=code == 200)
 
 
-def frontend_can_route(client: httpx.Client, url: str) -> Probe:
-    """A frontend's readiness: its model-ready URL (a plan's frontend `readiness.url`,
-    render/model_ready.py) answers 200. Any answer at all (404 before the model
-    is discovered, 503 while a worker type is missing) says the frontend is alive."""
-    code, _body = _get_json(client, url)
-    return Probe(answered=code != 0, ready=code == 200)
+def frontend_can_route(client: httpx.Client, url: str, model_name: str, *,
+                       was_ready: bool) -> Probe:
+    """A frontend's readiness (render/model_ready.py): its model-ready URL (a plan's frontend
+    `readiness.url`) answers 200, and, unless it `was_ready` at the last probe, a one-token
+    chat to it is answered 200 too. Any answer at all (404 before the model is discovered,
+    503 while a worker type is missing or the prefill router activates) says it is alive."""
+    ready_code, _body = _get_json(client, url)
+    chat_code = None
+    if ready_code == 200 and not was_ready:
+        chat_code = _post_status(client, routed_chat_url(url), routed_chat(model_name))
+    return routing_verdict(ready_code, chat_code)
+
+
+def routing_verdict(ready_code: int, chat_code: int | None) -> Probe:
+    """The rule: ready iff the model-ready path answered 200 and the routed chat, when one
+    was sent (`chat_code` None: not sent, the frontend was ready already), answered 200 too.
+    0 is "no answer"."""
+    routes = ready_code == 200 and chat_code in (None, 200)
+    return Probe(answered=ready_code != 0, ready=routes)
+
+
+def _post_status(client: httpx.Client, url: str, body: dict[str, object]) -> int:
+    """The status code of a JSON POST; 0 when nothing answers in time."""
+    import httpx
+
+    try:
+        return client.post(url, json=body).status_code
+    except httpx.HTTPError:
+        return 0
 
 
 @dataclass(frozen=True)

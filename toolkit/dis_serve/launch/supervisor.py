@@ -302,7 +302,8 @@ class Supervisor:
             if not slot.child.alive:
                 continue
             probe = probe_process(client, slot.spec, self.plan,
-                                  starting=not liveness and not slot.ready)
+                                  starting=not liveness and not slot.ready,
+                                  was_ready=slot.ready)
             if probe.ready and not slot.ready:
                 slot.restart.ready()
             slot.ready = probe.ready

@@ -14,6 +14,7 @@ from .shell_words import (
     echo_line,
     pid_line,
     private_files_lines,
+    routed_check,
     stop_function,
     wait_line,
     wait_ready_function,
@@ -39,8 +40,9 @@ def _serving_lines(plan: LaunchPlan) -> list[str]:
     frontend = next(p for p in plan.processes if p.kind is ProcessKind.FRONTEND)
     return [
         "",
-        "# Serving once the frontend can route the model (every worker type attached)",
-        wait_line(frontend, pid='"$FRONTEND_PID"'),
+        "# Serving once the frontend routes the model: every worker type attached and a "
+        "one-token chat answered",
+        wait_line(frontend, routed_check(frontend, plan.model_name), pid='"$FRONTEND_PID"'),
         echo_line(f"serving {plan.model_name} at {plan.endpoint}/v1 (Ctrl-C stops)"),
         "wait -n",
         "",

@@ -14,12 +14,14 @@ is correct bash, but not for `sbatch`'s directive parser, a log line or a reader
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
 
 from ..security.pki_files import EndpointTls
 from .launch_plan import ProbeKind, ProcessSpec
+from .model_ready import routed_chat, routed_chat_url
 
 _MARK = "\x1e"
 _RUNTIME = re.compile(f"{_MARK}([A-Za-z_][A-Za-z0-9_]*){_MARK}")
@@ -153,6 +155,16 @@ def probe_check(spec: ProcessSpec, default_host: str = "127.0.0.1") -> str:
                 f"{word(str(probe.url))}")
     assert probe.port is not None
     return tcp_check(probe.host or default_host, probe.port)
+
+
+def routed_check(frontend: ProcessSpec, model_name: str) -> str:
+    """A bash command that succeeds once the frontend routes the model (model_ready.py): its
+    model-ready probe, then a one-token chat."""
+    probe = frontend.readiness
+    chat = json.dumps(routed_chat(model_name), separators=(",", ":"))
+    return (f"{probe_check(frontend)} && curl -fsS -o /dev/null {curl_tls_words(probe.tls)}"
+            f"-H 'Content-Type: application/json' -d {word(chat)} "
+            f"{word(routed_chat_url(str(probe.url)))}")
 
 
 def wait_line(spec: ProcessSpec, check: str | None = None, pid: str = '"$!"') -> str:

@@ -63,7 +63,7 @@ env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0
 PIDS+=($!)
 wait_ready decode-0 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9101/health'
 
-# Serving once the frontend can route the model (every worker type attached)
-wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null --cacert rendered/local/tls/ca.pem https://127.0.0.1:8000/v1/models/demo-model/ready'
+# Serving once the frontend routes the model: every worker type attached and a one-token chat answered
+wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null --cacert rendered/local/tls/ca.pem https://127.0.0.1:8000/v1/models/demo-model/ready && curl -fsS -o /dev/null --cacert rendered/local/tls/ca.pem -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"demo-model","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' https://127.0.0.1:8000/v1/chat/completions'
 echo 'serving demo-model at https://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n

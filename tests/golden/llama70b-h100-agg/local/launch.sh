@@ -125,7 +125,7 @@ env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats
 PIDS+=($!)
 wait_ready agg-11 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9111/health'
 
-# Serving once the frontend can route the model (every worker type attached)
-wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8000/v1/models/llama-3.1-70b/ready'
+# Serving once the frontend routes the model: every worker type attached and a one-token chat answered
+wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8000/v1/models/llama-3.1-70b/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"llama-3.1-70b","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8000/v1/chat/completions'
 echo 'serving llama-3.1-70b at http://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n

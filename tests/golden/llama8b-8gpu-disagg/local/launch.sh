@@ -77,7 +77,7 @@ env CUDA_VISIBLE_DEVICES=6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN
 PIDS+=($!)
 wait_ready decode-2 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9104/health'
 
-# Serving once the frontend can route the model (every worker type attached)
-wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8000/v1/models/llama-3.1-8b/ready'
+# Serving once the frontend routes the model: every worker type attached and a one-token chat answered
+wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8000/v1/models/llama-3.1-8b/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"llama-3.1-8b","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8000/v1/chat/completions'
 echo 'serving llama-3.1-8b at http://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n

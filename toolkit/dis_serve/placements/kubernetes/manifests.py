@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...engines import engine_for
+from ...launch.startup_budget import worker_startup_budget_s
 from ...render.dynamo_argv import FRONTEND_MODULE, TargetParams, frontend_args, worker_args
 from ...render.engine_config import dump_engine_config, engine_config_name, render_engine_configs
 from ...render.model_ready import model_ready_path
@@ -61,6 +62,7 @@ from .secrets import SECRETS_FILE, uses_own_secrets
 from .tls import (
     client_secret,
     frontend_probe_action,
+    frontend_routed_check,
     frontend_tls_files,
     planes_env,
     planes_tls,
@@ -105,7 +107,10 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
         "env": [*offline_env(), *planes_env(topo)],
         "ports": [{"name": "http", "containerPort": HTTP_PORT}],
         **frontend_probes("http", model_ready_path(topo.model.name),
-                          lambda path: frontend_probe_action(topo, path, HTTP_PORT, "http")),
+                          lambda path: frontend_probe_action(topo, path, HTTP_PORT, "http"),
+                          frontend_routed_check(topo, model_ready_path(topo.model.name),
+                                                HTTP_PORT),
+                          worker_startup_budget_s(topo)),
         "resources": frontend_resources(topo),
         "securityContext": container_security_context(topo, rdma=False),
         "volumeMounts": [cache_mount(read_only=True)],

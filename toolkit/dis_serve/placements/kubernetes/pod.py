@@ -19,6 +19,9 @@ from ...topology import PoolRole, Topology, quantity_bytes
 PLANNER_IMAGE = dynamo_image("dynamo-planner")
 SYSTEM_PORT = 9090
 PROBE_PERIOD_S = 10
+# The frontend's startup probe (its first chat) is looked at more often: a frontend restarted
+# is out of its Service until it passes.
+FRONTEND_STARTUP_PERIOD_S = 2
 # NVIDIA's disagg_planner.yaml gives worker probes 30 s: a worker busy with a full batch can
 # answer /health late without being unhealthy.
 PROBE_TIMEOUT_S = 30
@@ -156,8 +159,9 @@ def uses_rdma(topo: Topology) -> bool:
     return topo.backend.needs_gpu and topo.kubernetes.rdma.profile.enabled
 
 
-def _probe(action: dict[str, Any], failures: int, timeout: int) -> dict[str, Any]:
-    return {**action, "periodSeconds": PROBE_PERIOD_S, "timeoutSeconds": timeout,
+def _probe(action: dict[str, Any], failures: int, timeout: int,
+           period: int = PROBE_PERIOD_S) -> dict[str, Any]:
+    return {**action, "periodSeconds": period, "timeoutSeconds": timeout,
             "failureThreshold": failures}
 
 
@@ -177,17 +181,26 @@ def worker_probes(topo: Topology) -> dict[str, dict[str, Any]]:
 
 
 def frontend_probes(port: str, ready_path: str,
-                    action: Callable[[str], dict[str, Any]] | None = None
-                    ) -> dict[str, dict[str, Any]]:
+                    action: Callable[[str], dict[str, Any]] | None = None,
+                    routed: dict[str, Any] | None = None,
+                    startup_s: float = 0) -> dict[str, dict[str, Any]]:
     """`ready_path` is the frontend's readiness (render/model_ready.py); `action(path)`
     says how to ask (tls.frontend_probe_action: HTTPS, or a check in the pod); plain HTTP GET
-    on `port` without it."""
+    on `port` without it. `routed` (tls.frontend_routed_check: the ready path, then a
+    one-token chat) is its startup probe, for up to `startup_s` (the workers' startup
+    budget: the frontend routes once they are up)."""
     ask = action or (lambda path: {"httpGet": {"path": path, "port": port}})
-    # Ready once it can route the model: a frontend just started answers /health at once but
-    # chat requests with 404 until it has discovered the model, so its Service sends it
-    # nothing before. Waiting is not a reason to restart it (that is /live's job).
-    return {"livenessProbe": _probe(ask("/live"), 3, 5),
-            "readinessProbe": _probe(ask(ready_path), 3, 5)}
+    # Ready once it routes the model: a frontend just started answers /health at once but
+    # chat requests with 404 until it has discovered the model, and with 503 until its prefill
+    # router is activated, so its Service sends it nothing before. The chat is sent by the
+    # startup probe (once per container start), the periodic readiness probe asks the GET.
+    # Waiting is not a reason to restart it (that is /live's job).
+    probes = {"livenessProbe": _probe(ask("/live"), 3, 5),
+              "readinessProbe": _probe(ask(ready_path), 3, 5)}
+    if routed is not None:
+        failures = math.ceil(startup_s / FRONTEND_STARTUP_PERIOD_S)
+        probes["startupProbe"] = _probe(routed, failures, 5, FRONTEND_STARTUP_PERIOD_S)
+    return probes
 
 
 def worker_scheduling(topo: Topology) -> dict[str, Any]:

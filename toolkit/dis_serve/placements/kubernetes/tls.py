@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...render.model_ready import ROUTED_CHAT_PATH, routed_chat
 from ...render.tls_planes import ETCD_CLIENT_PEM_ENV, dynamo_tls_env
 from ...security.pki_files import FrontendTlsFiles, PkiPaths
 from ...topology import CertificateSource, Topology
@@ -152,12 +153,41 @@ def _health_check(path: str, port: int) -> list[str]:
     # kubelet's HTTPS probes present no client certificate: a frontend that asks for one is
     # probed from inside its pod, with the graph's certificate and CA (the name is not
     # checked: the probe calls 127.0.0.1, the chain is).
-    code = ("import ssl,sys,urllib.request as r\n"
-            f"c=ssl.create_default_context(cafile='{FRONTEND_TLS_MOUNT}/ca.crt')\n"
-            "c.check_hostname=False\n"
-            f"c.load_cert_chain('{CLIENT_TLS_MOUNT}/tls.crt','{CLIENT_TLS_MOUNT}/tls.key')\n"
-            f"r.urlopen('https://127.0.0.1:{port}{path}',context=c,timeout={PROBE_TIMEOUT_S})")
-    return ["python3", "-c", code]
+    return frontend_check(True, True, port, [path])
+
+
+def frontend_check(https: bool, client_certs: bool, port: int, paths: list[str],
+                   chat: dict[str, object] | None = None) -> list[str]:
+    """A check run in the frontend's pod (python3, which its image has): GET each of
+    `paths` on 127.0.0.1:`port`, then POST `chat` as JSON to render/model_ready.py's chat
+    path; fails on the first answer that is not 2xx. Over HTTPS with the mounted CA (the
+    name is not checked: the check calls 127.0.0.1, the chain is) and, when the frontend
+    asks for one, the pods' client certificate."""
+    base = f"{'https' if https else 'http'}://127.0.0.1:{port}"
+    lines = ["import json,ssl,urllib.request as r", "c=None"]
+    if https:
+        lines += [f"c=ssl.create_default_context(cafile='{FRONTEND_TLS_MOUNT}/ca.crt')",
+                  "c.check_hostname=False"]
+    if https and client_certs:
+        lines.append(f"c.load_cert_chain('{CLIENT_TLS_MOUNT}/tls.crt',"
+                     f"'{CLIENT_TLS_MOUNT}/tls.key')")
+    lines += [f"r.urlopen({base + path!r},context=c,timeout={PROBE_TIMEOUT_S})"
+              for path in paths]
+    if chat is not None:
+        lines.append(f"r.urlopen(r.Request({base + ROUTED_CHAT_PATH!r},"
+                     f"data=json.dumps({chat!r}).encode(),"
+                     "headers={'Content-Type':'application/json'}),"
+                     f"context=c,timeout={PROBE_TIMEOUT_S})")
+    return ["python3", "-c", "\n".join(lines)]
+
+
+def frontend_routed_check(topo: Topology, ready_path: str, port: int) -> dict[str, Any]:
+    """The frontend's startup probe: its model-ready path, then a one-token chat
+    (render/model_ready.py: the ready path turns 200 before a disaggregated graph's prefill
+    router is activated; kubelet's httpGet cannot POST, so the check runs in the pod)."""
+    return {"exec": {"command": frontend_check(
+        frontend_https(topo), topo.security.tls.frontend_client_certs, port, [ready_path],
+        routed_chat(topo.model.name))}}
 
 
 def frontend_probe_action(topo: Topology, path: str, port: int,
