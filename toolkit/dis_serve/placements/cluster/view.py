@@ -13,8 +13,8 @@ first served. The head's `endpoint` file says it has served.
 Before the graph first served, a stale heartbeat alone does not make a node lost: an agent
 that was heard from and has been quiet for less than the startup budget (startup_budget.py)
 counts as starting and is named as quiet, because a loaded or paused machine silences a
-healthy agent for seconds (issue: `up` cancelled a slow start). A dead agent, or one that
-stopped or failed, is lost at once; `up`'s own deadline judges the rest.
+healthy agent for seconds, and `up` cancels a start it judges failed. A dead agent, or one
+that stopped or failed, is lost at once; `up`'s own deadline judges the rest.
 """
 
 from __future__ import annotations
@@ -263,9 +263,9 @@ def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
         finally:
             if client is None:
                 own.close()
-    grace = 0.0 if served else worker_startup_budget_s(run.read_topology())
     folded = fold(looks, running=running, served=served, router_complete=complete,
-                  starting_grace_s=grace, router=router)
+                  starting_grace_s=worker_startup_budget_s(run.read_topology()),
+                  router=router)
     return ObservedGraph(
         name=plan.name, placement=placement, phase=folded.phase, run_dir=str(run.path),
         model_name=plan.model_name, endpoint=endpoint_of(run) if served else None,
