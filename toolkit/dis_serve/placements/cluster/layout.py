@@ -29,7 +29,8 @@ from .view import (
 
 
 def _node_workers(look: NodeLook, resolved: LaunchPlan | None) -> list[WorkerTarget]:
-    observed = {p.name: p for p in node_processes_observed(look, running=True)}
+    observed = {p.name: p for p in node_processes_observed(look, running=True,
+                                                            starting_grace_s=None)}
     specs = {s.name: s for s in resolved.processes} if resolved is not None else {}
     workers = []
     for spec in look.node.processes:

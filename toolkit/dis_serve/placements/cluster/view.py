@@ -9,6 +9,12 @@ ready, as long as every role (etcd, NATS, the frontend, each worker type) still 
 ready process on a live node, or the live agent holding it is healing it; `failed` when a
 role's every process sits on gone nodes (nothing will bring it back); `starting` before it
 first served. The head's `endpoint` file says it has served.
+
+Before the graph first served, a stale heartbeat alone does not make a node lost: an agent
+that was heard from and has been quiet for less than the startup budget (startup_budget.py)
+counts as starting and is named as quiet, because a loaded or paused machine silences a
+healthy agent for seconds, and `up` cancels a start it judges failed. A dead agent, or one
+that stopped or failed, is lost at once; `up`'s own deadline judges the rest.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from ...files.private_path import read_own_text
 from ...launch.agent_contact import Heartbeat, read_heartbeat
 from ...launch.change_record import describe_change
 from ...launch.rundir import RunDir
+from ...launch.startup_budget import worker_startup_budget_s
 from ...launch.status import GraphPhase, GraphStatus, ProcessState
 from ...render.cluster_plan import ClusterPlan, NodeProcesses
 from ...render.launch_plan import LaunchPlan, ProcessSpec
@@ -59,20 +66,40 @@ class NodeLook:
         return self.state is not None or self.heartbeat is not None
 
     @property
+    def finished(self) -> bool:
+        return self.state is not None and self.state.phase.finished
+
+    @property
     def gone(self) -> bool:
-        """Its agent ran and will not bring its processes back: stopped, failed, dead or
-        not heard from."""
+        """Its agent ran and is not heard from now: stopped, failed, dead or silent for
+        HEARTBEAT_STALE_S (nothing to wait for, nothing to scrape)."""
         if not self.started:
             return False
-        if self.state is not None and self.state.phase.finished:
-            return True
-        return self.heartbeat is None or self.heartbeat.stale
+        return self.finished or self.heartbeat is None or self.heartbeat.stale
 
-    def problem(self) -> str | None:
+    def quiet(self, starting_grace_s: float | None) -> bool:
+        """Gone only by its silence, and for no longer than `starting_grace_s` (None: no
+        grace, the graph has served): a slow start, not yet a lost node."""
+        if starting_grace_s is None or not self.gone or self.finished:
+            return False
+        beat = self.heartbeat
+        return beat is None or (not beat.agent_dead_here and beat.age_s <= starting_grace_s)
+
+    def lost(self, starting_grace_s: float | None) -> bool:
+        """Gone for the graph's phase: gone and not merely quiet while starting."""
+        return self.gone and not self.quiet(starting_grace_s)
+
+    def problem(self, starting_grace_s: float | None = None) -> str | None:
         name = self.node.name
-        if self.state is not None and self.state.phase.finished:
+        if self.finished:
+            assert self.state is not None
             why = f": {self.state.error}" if self.state.error else ""
             return f"node {name}: its agent has {self.state.phase.value}{why}"
+        if self.quiet(starting_grace_s):
+            quiet = ("not written its heartbeat" if self.heartbeat is None
+                     else f"been quiet for {self.heartbeat.age_s:.0f} s")
+            return (f"node {name}: its agent has {quiet} while the graph starts (lost after "
+                    f"{starting_grace_s:g} s, the startup budget)")
         if self.gone:
             if self.heartbeat is not None and self.heartbeat.agent_dead_here:
                 return f"node {name}: its agent (pid {self.heartbeat.pid}) is dead"
@@ -126,24 +153,27 @@ def role_of(spec: ProcessSpec) -> str:
     return spec.role.worker_type if spec.role is not None else spec.kind.value
 
 
-def node_processes_observed(look: NodeLook, running: bool) -> list[ObservedProcess]:
-    """The node's processes; a gone node's live-looking ones show as gone, not ready."""
+def node_processes_observed(look: NodeLook, running: bool, *,
+                            starting_grace_s: float | None) -> list[ObservedProcess]:
+    """The node's processes; a lost node's live-looking ones show as gone, a quiet one's as
+    it last said, not ready, each with why."""
     name = look.node.name
     if look.state is None:
         state = ProcessState.PENDING if running else ProcessState.STOPPED
         return [ObservedProcess(name=p.name, node=name, state=state)
                 for p in look.node.processes]
     found = []
-    lost = look.problem() if running and look.gone else None
+    why = look.problem(starting_grace_s) if running and look.gone else None
+    lost = look.lost(starting_grace_s)
     for proc in look.state.processes:
-        current, ready = proc.state, proc.ready
+        current, ready = proc.state, proc.ready and not look.gone
         if not running and current.alive:
             current, ready = ProcessState.STOPPED, False
-        elif look.gone and current.alive:
-            current, ready = ProcessState.GONE, False
+        elif lost and current.alive:
+            current = ProcessState.GONE
         found.append(ObservedProcess(name=proc.name, node=name, pid=proc.pid, state=current,
                                      ports=dict(proc.ports), restarts=proc.restarts,
-                                     ready=ready, joining=proc.joining, why=lost))
+                                     ready=ready, joining=proc.joining, why=why))
     return found
 
 
@@ -154,13 +184,18 @@ class ClusterFold:
     problems: list[str]
 
 
-def fold(looks: list[NodeLook], *, running: bool, served: bool,
-         router_complete: bool, router: str | None = None) -> ClusterFold:
-    """The graph's phase, processes and problems from every node's look (pure)."""
-    processes = [p for look in looks for p in node_processes_observed(look, running)]
+def fold(looks: list[NodeLook], *, running: bool, served: bool, router_complete: bool,
+         starting_grace_s: float, router: str | None = None) -> ClusterFold:
+    """The graph's phase, processes and problems from every node's look (pure).
+    `starting_grace_s`: how long an agent may be quiet before the graph first served and
+    still count as starting (the startup budget); once it served, HEARTBEAT_STALE_S."""
+    grace = None if served else starting_grace_s
+    processes = [p for look in looks for p in node_processes_observed(look, running,
+                                                                   starting_grace_s=grace)]
     if not running:
         return ClusterFold(GraphPhase.STOPPED, processes, [])
-    problems = [p for look in looks if (p := look.problem())]
+    nodes = [p for look in looks if (p := look.problem(grace))]
+    problems = list(nodes)
     for look in looks:
         if look.state is not None and not look.gone:
             problems += [f"node {look.node.name}: {p}" for p in look.state.problems]
@@ -168,8 +203,9 @@ def fold(looks: list[NodeLook], *, running: bool, served: bool,
                          for p in look.state.processes
                          if not p.ready and not any(p.name in q for q in look.state.problems)]
     if not served:
-        phase = GraphPhase.FAILED if any(look.gone for look in looks) else GraphPhase.STARTING
-        return ClusterFold(phase, processes, problems if phase is GraphPhase.FAILED else [])
+        if any(look.lost(grace) for look in looks):
+            return ClusterFold(GraphPhase.FAILED, processes, problems)
+        return ClusterFold(GraphPhase.STARTING, processes, nodes)  # only the quiet nodes
     if not problems and router_complete:
         return ClusterFold(GraphPhase.READY, processes, [])
     if not router_complete and router:
@@ -228,6 +264,7 @@ def observe_cluster(run: RunDir, plan: ClusterPlan, *, placement: PlacementKind,
             if client is None:
                 own.close()
     folded = fold(looks, running=running, served=served, router_complete=complete,
+                  starting_grace_s=worker_startup_budget_s(run.read_topology()),
                   router=router)
     return ObservedGraph(
         name=plan.name, placement=placement, phase=folded.phase, run_dir=str(run.path),

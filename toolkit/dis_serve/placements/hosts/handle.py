@@ -153,8 +153,10 @@ class HostsHandle(ClusterHandle):
                 raise RunError(f"{self.name}: {'; '.join(observed.problems)}; agents' logs "
                                f"in {self._run.logs}")
             if time.monotonic() > deadline:
-                raise RunError(f"{self.name}: not ready after {self._timeout_s:g} s; are "
-                               f"the node scripts running? (see {self._run.path}/README.md)")
+                why = "".join(f"; {problem}" for problem in observed.problems)
+                raise RunError(f"{self.name}: not ready after {self._timeout_s:g} s{why}; "
+                               "are the node scripts running? (see "
+                               f"{self._run.path}/README.md)")
             time.sleep(POLL_S)
 
     def watch(self, on_change: Callable[[ObservedGraph], None]) -> ObservedGraph:

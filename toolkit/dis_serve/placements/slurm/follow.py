@@ -81,7 +81,8 @@ def follow_until_ready(run: RunDir, job: SlurmJob, timeout_s: float,
                 pending = [p.name for p in status.processes if not p.ready]
                 what = (f"not ready: {', '.join(pending) or status.router}"
                         if state == "RUNNING" else f"the job is {state}")
-                raise RunError(f"{job.name}: not ready after {timeout_s:g} s ({what}); "
+                why = "".join(f"; {problem}" for problem in status.problems)
+                raise RunError(f"{job.name}: not ready after {timeout_s:g} s ({what}){why}; "
                                f"cancelled Slurm job {job.job_id}; logs in {run.logs}")
             time.sleep(poll_s)
 
