@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -149,6 +150,23 @@ class SlurmDaemons:
                         f"--pid-file={root}/munge/munged.pid",
                         f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/seed")
         self.run_daemon(binary("slurmctld"), "-f", str(self.conf))
+
+    def reconfigure(self, **settings: int) -> None:
+        """slurm.conf settings (`SlurmdTimeout=10`) changed on the running cluster: the file
+        rewritten, then `scontrol reconfigure`; each checked with `scontrol show config`."""
+        text = self.conf.read_text()
+        for key, value in settings.items():
+            text = re.sub(rf"^{key}=.*\n", "", text, flags=re.MULTILINE) + f"{key}={value}\n"
+        self.conf.write_text(text)
+        subprocess.run(["scontrol", "reconfigure"], env=self.env, check=True,
+                       capture_output=True, timeout=30)
+        config = subprocess.run(["scontrol", "show", "config"], env=self.env, check=True,
+                                capture_output=True, text=True, timeout=30).stdout
+        for key, value in settings.items():
+            found = re.search(rf"^{key}\s*=\s*(\d+)", config, flags=re.MULTILINE)
+            if found is None or int(found.group(1)) != value:
+                raise RuntimeError(f"slurmctld did not take {key}={value}: "
+                                   f"{found.group(0) if found else 'not in its config'}")
 
     def run_daemon(self, *argv: str) -> None:
         # Each daemon forks into the background and writes its pid file.

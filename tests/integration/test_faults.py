@@ -65,6 +65,13 @@ class _Load(ClientThreads):
         return sum(1 for at, ok in list(self.outcomes) if start <= at <= end and not ok)
 
 
+def _outcomes_after(load: _Load, after: int, count: int = 8) -> list[bool]:
+    """Once `count` more requests than the first `after` have ended (polled, 10 s deadline),
+    the outcome of every one that ended after those."""
+    assert wait_until(lambda: len(load.outcomes) >= after + count, timeout=10)
+    return [ok for _, ok in load.outcomes[after:]]
+
+
 def _processes_mentioning(text: str) -> list[int]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
@@ -92,9 +99,7 @@ def test_etcd_nats_and_frontend_deaths_heal_under_load_within_10_s(tmp_path, cap
                               and s.process(p).restarts == old.restarts + 1
                               and all(x.ready for x in s.processes), timeout=10), process
             back = time.monotonic()
-            after = len(load.outcomes)
-            time.sleep(1.0)
-            assert all(ok for _, ok in load.outcomes[after:]), process
+            assert all(_outcomes_after(load, len(load.outcomes))), process
             with capsys.disabled():
                 print(f"\n{process} {sig.name}: ready again after {back - hit:.1f} s, "
                       f"{load.failed_between(hit, back)} failed requests meanwhile")
@@ -246,7 +251,7 @@ def test_a_stopped_nats_makes_the_graph_degraded_and_is_restarted_as_hung(tmp_pa
 def test_etcd_restarted_without_its_data_gets_the_workers_registered_again(tmp_path, capsys):
     with start_graph(_topology("it-etcd-wipe", 18880), run_root=tmp_path) as graph, \
             _Load(graph) as load:
-        time.sleep(1.0)
+        _outcomes_after(load, 0)  # the load runs
         etcd = graph.status().process("etcd")
         workers = {p.name: p.restarts for p in graph.status().processes
                    if p.kind.value == "worker"}
@@ -257,9 +262,7 @@ def test_etcd_restarted_without_its_data_gets_the_workers_registered_again(tmp_p
                           and all(s.process(n).restarts > r for n, r in workers.items())
                           and all(p.ready for p in s.processes), timeout=30)
         back = time.monotonic()
-        after = len(load.outcomes)
-        time.sleep(2.0)
-        assert all(ok for _, ok in load.outcomes[after:])
+        assert all(_outcomes_after(load, len(load.outcomes)))
         with capsys.disabled():
             print(f"\netcd data deleted, etcd killed: ready again after {back - hit:.1f} s, "
                   f"{load.failed_between(hit, back)} of "
@@ -276,16 +279,14 @@ def test_a_killed_prefill_worker_heals_and_its_unmigrated_requests_are_counted(
     topo = topo.model_copy(update={"pools": topo.pools.model_copy(update={
         "prefill": topo.pools.prefill.model_copy(update={"workers": prefill_workers})})})
     with start_graph(topo, run_root=tmp_path) as graph, _Load(graph) as load:
-        time.sleep(2.0)
+        _outcomes_after(load, 0)  # requests in flight when it dies
         victim = graph.status().process("prefill-0")
         hit = time.monotonic()
         os.killpg(victim.pid, signal.SIGKILL)
         assert wait_until(lambda: (s := graph.status()).phase is GraphPhase.READY
                           and s.process("prefill-0").restarts == 1, timeout=10)
         back = time.monotonic()
-        after = len(load.outcomes)
-        time.sleep(2.0)
-        assert all(ok for _, ok in load.outcomes[after:])
+        assert all(_outcomes_after(load, len(load.outcomes)))
         during = [ok for at, ok in load.outcomes if hit <= at <= back]
         with capsys.disabled():
             print(f"\nprefill-0 SIGKILL ({prefill_workers} prefill workers): ready again "

@@ -74,6 +74,12 @@ SETTLE_S, SERVED_AFTER, WATCH_S = 5.0, 6, 30.0
 # past it is dropped from the --no-kill job), far shorter than Slurm's default 300 s so the
 # test sees the lost node taken out of the job.
 SLURMD_TIMEOUT_S = 30
+# Set on the running bed once the pause is over, before the head is lost (test-only knobs:
+# what Slurm does is unchanged, only sooner). slurmctld marks a node DOWN after two failed
+# pings, each waiting out MessageTimeout (default 10 s) on a node that does not answer, and
+# only past SlurmdTimeout: measured on the bed (slurmd SIGKILLed), 28 s at the defaults and
+# SlurmdTimeout 10, 15-19 s at SlurmdTimeout 10 with MessageTimeout 3.
+LOST_SETTINGS = {"SlurmdTimeout": 10, "MessageTimeout": 3}
 # How long after SIGCONT the graph is watched serving, ready, every agent's step running.
 WOKEN_S = 15.0
 
@@ -101,8 +107,9 @@ def _topology(home: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    """The 3-node bed with slurmd marked DOWN after SLURMD_TIMEOUT_S of silence (not 300),
-    so the test sees Slurm take the lost node out of the job."""
+    """The 3-node bed with slurmd marked DOWN after SLURMD_TIMEOUT_S of silence (not 300;
+    LOST_SETTINGS once the pause is over), so the test sees Slurm take the lost node out of
+    the job."""
     require_netns()
     cluster = NetnsCluster.start(tmp_path_factory.mktemp("netns-headloss"), nodes=3,
                                  attacker=False, slurmd_timeout_s=SLURMD_TIMEOUT_S)
@@ -318,6 +325,7 @@ def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_afte
 
 def test_a_lost_head_node_leaves_a_degraded_graph_serving_through_the_address(graph):
     cluster, home, run, ca = graph
+    cluster.reconfigure(**LOST_SETTINGS)  # no pause follows
     with StreamingChats(ENDPOINT, "demo-model", threads=3, max_tokens=24, timeout_s=6,
                         verify=ca) as load:
         assert wait_until(lambda: load.served_between(0, time.monotonic()) >= 6, timeout=30)
