@@ -128,10 +128,13 @@ def aiperf_processes() -> set[int]:
 DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 
 
-def dis_serve_at(home: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """`dis-serve ARGS` as a user whose DIS_SERVE_HOME is `home` runs it (a real process)."""
+def dis_serve_at(home: Path, *args: str, timeout: float = 240,
+                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`dis-serve ARGS` as a user whose DIS_SERVE_HOME is `home` runs it (a real process), in
+    `env` (a test bed's, say) or this process's environment."""
+    base = os.environ if env is None else env
     return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True, timeout=timeout,
-                          env=os.environ | {"DIS_SERVE_HOME": str(home)}, check=False)
+                          env=base | {"DIS_SERVE_HOME": str(home)}, check=False)
 
 
 def wait_until(predicate, timeout: float = 20.0) -> bool:

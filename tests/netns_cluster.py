@@ -286,6 +286,15 @@ class NetnsCluster(SlurmDaemons):
         """Pids of every process in the node's namespace (its slurmd included)."""
         return namespace_pids(self.namespace(node))
 
+    def signal_node(self, node: str, sig: signal.Signals) -> list[int]:
+        """`sig` to every process in the node's namespace (SIGSTOP: a frozen machine); their
+        pids."""
+        pids = self.processes_in(node)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        return pids
+
     def stop(self, timeout_s: float = 20.0) -> None:
         """Cancel every job, stop the daemons by pid, then every process left in a namespace,
         and delete the namespaces, veths and bridge. Safe to call twice."""

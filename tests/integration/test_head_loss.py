@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import os
 import signal
@@ -206,14 +205,6 @@ def _state_pid(run: RunDir, node: str, process: str) -> int:
     return next(p["pid"] for p in state["processes"] if p["name"] == process)
 
 
-def _signal_node(cluster, node: str, sig: signal.Signals) -> list[int]:
-    pids = cluster.processes_in(node)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-    return pids
-
-
 def _nats(url: str, context: ssl.SSLContext) -> str:
     return asyncio.run(nats_attempt(url, context))
 
@@ -296,7 +287,7 @@ def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_afte
         assert wait_until(lambda: load.served_between(0, time.monotonic()) >= 6, timeout=30)
         holder = _holder(run)
         paused_at = time.monotonic()
-        _signal_node(cluster, HEAD_NS_NODE, signal.SIGSTOP)
+        cluster.signal_node(HEAD_NS_NODE, signal.SIGSTOP)
         try:
             assert wait_until(lambda: _names_lost_head(cluster, home), timeout=PAUSE_S - 4), \
                 _diagnosis(cluster, home, run)
@@ -305,7 +296,7 @@ def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_afte
             print(f"\nSTATUS during the pause (exit {text.returncode}):\n{text.stdout}")
             time.sleep(max(0.0, paused_at + PAUSE_S - time.monotonic()))
         finally:
-            _signal_node(cluster, HEAD_NS_NODE, signal.SIGCONT)
+            cluster.signal_node(HEAD_NS_NODE, signal.SIGCONT)
         resumed_at = time.monotonic()
         figures = _judge(load, paused_at, f"SIGSTOP node {HEAD} {PAUSE_S} s", holder)
         assert wait_until(lambda: _ready(cluster, home), timeout=60), \

@@ -7,13 +7,10 @@ the graph is ready and serves."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import ssl
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,14 +19,13 @@ import httpx
 import pytest
 import yaml
 
-from conftest import single_head_data, wait_until
+from conftest import dis_serve_at, single_head_data, wait_until
 from dis_serve.launch.agent_contact import HEARTBEAT_STALE_S
 from dis_serve.launch.rundir import RunDir
 from dis_serve.security.pki_files import TLS_DIR, pki_paths
 from relocate import relocate
 
 pytestmark = pytest.mark.integration
-DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 BASE = 19140
 NAME = "it-slow-start"
 PAUSED_NODE, PAUSED_AGENT = "n2", "node1"
@@ -49,29 +45,23 @@ def test_up_rides_out_a_node_paused_while_its_workers_start(netns_cluster, tmp_p
     topo_file = tmp_path / f"{NAME}.yaml"
     topo_file.write_text(yaml.safe_dump(relocate(single_head_data("demo-3node-slurm.yaml"),
                                                  NAME, BASE)))
-    env = netns_cluster.env | {"DIS_SERVE_HOME": str(tmp_path / "home")}
-    run = RunDir.for_graph(NAME, tmp_path / "home")
+    home = tmp_path / "home"
+    run = RunDir.for_graph(NAME, home)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([DIS_SERVE, *args], capture_output=True, text=True,
-                              timeout=240, env=env, check=False)
+        return dis_serve_at(home, *args, env=netns_cluster.env)
 
     seen: dict[str, object] = {}
 
     def pause_the_node() -> None:
         if not wait_until(lambda: _decode_started(run.path), timeout=120):
             return
-        pids = netns_cluster.processes_in(PAUSED_NODE)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
+        netns_cluster.signal_node(PAUSED_NODE, signal.SIGSTOP)
         try:
             time.sleep(PAUSE_S - 1.0)
             seen["status"] = cli("status", NAME, "--json")
         finally:
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
+            netns_cluster.signal_node(PAUSED_NODE, signal.SIGCONT)
             seen["resumed"] = time.monotonic()
 
     pauser = threading.Thread(target=pause_the_node)
