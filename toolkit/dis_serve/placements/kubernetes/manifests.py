@@ -99,6 +99,7 @@ def target_params(topo: Topology) -> TargetParams:
 
 def _frontend_component(topo: Topology) -> dict[str, Any]:
     target = target_params(topo)
+    ready_path = model_ready_path(topo.model.name)
     # The model cache at the workers' own path: the frontend reads the tokenizer and config
     # files where each worker registered them (model_cache.py says why).
     container: dict[str, Any] = {
@@ -106,10 +107,9 @@ def _frontend_component(topo: Topology) -> dict[str, Any]:
         "command": [target.python], "args": ["-m", FRONTEND_MODULE, *frontend_args(topo, target)],
         "env": [*offline_env(), *planes_env(topo)],
         "ports": [{"name": "http", "containerPort": HTTP_PORT}],
-        **frontend_probes("http", model_ready_path(topo.model.name),
+        **frontend_probes("http", ready_path,
                           lambda path: frontend_probe_action(topo, path, HTTP_PORT, "http"),
-                          frontend_routed_check(topo, model_ready_path(topo.model.name),
-                                                HTTP_PORT),
+                          frontend_routed_check(topo, ready_path, HTTP_PORT),
                           worker_startup_budget_s(topo)),
         "resources": frontend_resources(topo),
         "securityContext": container_security_context(topo, rdma=False),
