@@ -36,12 +36,13 @@ def test_a_worker_nodes_agent_runs_only_its_own_worker_at_its_own_address(tmp_pa
     assert decode.env["ETCD_ENDPOINTS"] == "https://198.18.0.11:2379"
     assert decode.readiness.url == "http://198.18.0.13:9102/health"
     assert own.endpoint == whole.endpoint == "https://198.18.0.11:8000"
-    assert len(whole.processes) == 6
+    assert len(whole.processes) == 7  # etcd, nats, frontend, balancer, three workers
 
 
-def test_the_head_nodes_agent_runs_etcd_nats_the_frontend_and_its_worker(tmp_path):
+def test_the_head_nodes_agent_runs_etcd_nats_the_frontend_its_balancer_and_its_worker(tmp_path):
     own, _ = _plans(tmp_path, "node0")
-    assert [p.name for p in own.processes] == ["etcd", "nats", "frontend", "prefill-0"]
+    assert [p.name for p in own.processes] == ["etcd", "nats", "frontend", "balancer",
+                                               "prefill-0"]
 
 
 def test_the_agent_supervises_with_the_topologys_policies(tmp_path):

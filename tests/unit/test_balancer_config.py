@@ -23,7 +23,9 @@ REPLICAS = [Replica(name="frontend-0", host="10.0.0.1", port=8001),
 def _balancer(**changes) -> BalancerSettings:
     return BalancerSettings(**{"bind_host": "10.0.0.100", "bind_port": 8000, "floating": True,
                                "model_name": "demo-model", "replicas": REPLICAS,
-                               "monitor_socket": "/run/node/balancer.sock"} | changes)
+                               "monitor_socket": "/run/node/balancer.sock",
+                               "hold_socket": "/run/node/hold.sock",
+                               "hold_script": "/run/node/balancer_hold.lua"} | changes)
 
 
 def _vrrp(**changes) -> VrrpSettings:
@@ -48,13 +50,45 @@ def test_every_replica_is_checked_twice_a_second_and_needs_two_answers_to_come_b
     config = haproxy_config(_balancer())
     for replica in REPLICAS:
         assert (f"server {replica.name} {replica.host}:{replica.port} check inter 500ms "
-                "fall 2 rise 2") in config
+                "fall 2 rise 2 ") in config
+
+
+def test_a_replica_is_marked_down_at_its_first_refused_connection():
+    config = haproxy_config(_balancer())
+    for replica in REPLICAS:
+        assert (f"server {replica.name} {replica.host}:{replica.port} check inter 500ms "
+                "fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down") in config
 
 
 def test_a_request_whose_replica_died_before_answering_goes_to_another():
     config = haproxy_config(_balancer())
     assert "retry-on conn-failure empty-response" in config
     assert "option redispatch 1" in config
+    assert "option http-buffer-request" in config  # the whole request, to send it again
+
+
+def test_streamed_tokens_are_forwarded_without_waiting_to_fill_a_packet():
+    assert "option http-no-delay" in haproxy_config(_balancer())
+
+
+def test_while_no_replica_can_route_requests_are_held_by_the_backup_listener():
+    from dis_serve.render.balancer import HOLD_MS
+
+    config = haproxy_config(_balancer())
+    assert "lua-load '/run/node/balancer_hold.lua'" in config
+    assert "server hold 'unix@/run/node/hold.sock' backup" in config
+    hold = config.split("frontend hold\n")[1].split("frontend monitor")[0]
+    assert "bind '/run/node/hold.sock' mode 600" in hold
+    assert f"http-request lua.hold_for_replica replicas {HOLD_MS}" in hold
+    assert "http-request deny deny_status 503 unless { var(txn.routable) -m bool }" in hold
+    assert "default_backend replicas" in hold
+
+
+def test_the_hold_action_the_config_names_is_the_one_the_script_registers():
+    from dis_serve.render.balancer import hold_script_text
+
+    assert 'core.register_action("hold_for_replica", {"http-req"}' in hold_script_text()
+    assert 'txn:set_var("txn.routable"' in hold_script_text()
 
 
 def test_the_floating_address_is_bound_before_this_node_holds_it():
@@ -83,7 +117,9 @@ def test_client_certificates_are_required_at_the_balancer_when_the_graph_asks_fo
 def test_the_monitor_fails_when_no_replica_can_route():
     config = haproxy_config(_balancer())
     assert "bind '/run/node/balancer.sock' mode 600" in config
-    assert "monitor fail if { nbsrv(replicas) lt 1 }" in config
+    # Not nbsrv, which counts the backup `hold` server while no replica is up.
+    assert ("monitor fail unless { srv_is_up(replicas/frontend-0) } || "
+            "{ srv_is_up(replicas/frontend-1) }") in config
 
 
 def test_haproxy_words_are_single_quoted_so_nothing_in_them_expands():

@@ -66,7 +66,8 @@ def test_a_multi_node_frontend_serves_https_with_the_head_nodes_certificate():
                                                                       head.server_key)
     assert config.tls_client_ca_cert_path is None
     assert plan.endpoint == "https://198.18.0.11:8000"
-    assert _frontend(plan).readiness.url == "https://198.18.0.11:8000/v1/models/demo-model/ready"
+    # Behind the head's balancer (at 8000), at the port after it.
+    assert _frontend(plan).readiness.url == "https://198.18.0.11:8001/v1/models/demo-model/ready"
     assert plan.endpoint_tls == EndpointTls(ca_cert=f"{RUN}/tls/ca.pem")
 
 

@@ -70,7 +70,8 @@ def test_every_node_ready_and_every_worker_routed_is_ready():
     folded = _fold(_looks(), served=True, router_complete=True)
     assert folded.phase is GraphPhase.READY and folded.problems == []
     assert [(p.name, p.node) for p in folded.processes] == [
-        ("etcd", "node0"), ("nats", "node0"), ("frontend", "node0"), ("prefill-0", "node0"),
+        ("etcd", "node0"), ("nats", "node0"), ("frontend", "node0"), ("balancer", "node0"),
+        ("prefill-0", "node0"),
         ("decode-0", "node1"), ("decode-1", "node2")]
 
 

@@ -69,8 +69,9 @@ def test_off_loopback_the_frontend_serves_https_with_the_graphs_server_certifica
     assert config.tls_client_ca_cert_path is None
     assert plan.endpoint == "https://127.0.0.1:8000"
     assert plan.endpoint_tls == EndpointTls(ca_cert=f"{RUN}/tls/ca.pem")
+    # Behind the balancer (which binds 0.0.0.0:8000), on loopback at the port after it.
     assert plan.process("frontend").readiness.url == \
-        "https://127.0.0.1:8000/v1/models/demo-model/ready"
+        "https://127.0.0.1:8001/v1/models/demo-model/ready"
 
 
 def test_a_loopback_frontend_serves_https_when_the_topology_asks():
@@ -112,7 +113,7 @@ def test_the_hand_run_script_waits_on_the_https_frontend_with_the_ca_and_client_
                                  ready_timeout_s=120)
     assert (f"curl -fsS -o /dev/null --cacert {RUN}/tls/ca.pem --cert {RUN}/tls/client.pem "
             f"--key {RUN}/tls/client-key.pem "
-            "https://127.0.0.1:8000/v1/models/demo-model/ready") in script
+            "https://127.0.0.1:8001/v1/models/demo-model/ready") in script
 
 
 def test_the_server_certificate_names_the_address_the_frontend_binds():

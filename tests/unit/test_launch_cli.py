@@ -160,6 +160,6 @@ def test_up_of_more_workers_than_memory_holds_is_refused_in_one_line(run_cli, tm
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
-    assert "4100 processes (4097 mocker workers at about 30 MiB each) need about" in lines[0]
+    assert "4101 processes (4097 mocker workers at about 30 MiB each) need about" in lines[0]
     assert "64.0 GiB available" in lines[0]
     assert not RunDir.for_graph("demo", home).state_file.exists()

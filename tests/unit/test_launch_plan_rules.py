@@ -32,10 +32,10 @@ def test_backoff_is_capped():
     assert policy.delay(10_000) == 30
 
 
-def test_stop_order_is_frontend_then_workers_then_nats_then_etcd():
+def test_stop_order_is_balancer_then_frontend_then_workers_then_nats_then_etcd():
     groups = stop_order(_plan().processes)
     assert [[p.name for p in g] for g in groups] == [
-        ["frontend"], ["decode-0", "prefill-0"], ["nats"], ["etcd"]]
+        ["balancer"], ["frontend"], ["decode-0", "prefill-0"], ["nats"], ["etcd"]]
 
 
 def test_router_must_see_every_prefill_and_decode_worker():

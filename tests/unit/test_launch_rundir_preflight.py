@@ -86,7 +86,8 @@ def test_port_conflicts_name_the_topology_key_to_change():
         ("etcd", "client"): "coordination.etcd.client_port",
         ("etcd", "peer"): "coordination.etcd.peer_port",
         ("nats", "client"): "coordination.nats.port",
-        ("frontend", "http"): "frontend.port",
+        ("balancer", "http"): "frontend.port",
+        ("frontend", "replica"): "frontend.replica_port",
         ("prefill-0", "system"): "observability.system_port_base + 0",
         ("decode-0", "system"): "observability.system_port_base + 1",
     }
@@ -146,7 +147,7 @@ def test_follow_yields_only_lines_appended_after_it_started(tmp_path):
 def test_a_frontend_host_that_is_not_this_machines_is_not_called_a_port_in_use():
     topo = _demo(frontend__host="192.0.2.1")  # TEST-NET-1: never a local address
     plan = render_launch_plan(topo, RenderContext(run_dir=Path("/run/x")))
-    plan = plan.model_copy(update={"processes": [plan.process("frontend")]})
+    plan = plan.model_copy(update={"processes": [plan.process("balancer")]})
     with pytest.raises(PreflightError, match="not an address of this machine"):
         check_ports(plan, topo)
 
@@ -211,7 +212,7 @@ def test_a_graph_that_does_not_fit_in_memory_is_refused_with_the_numbers():
     with pytest.raises(PreflightError) as refused:
         check_memory(plan, topo, available_bytes=16 * 1024**3)
     message = str(refused.value)
-    assert message.startswith(f"demo: 4100 processes (4097 mocker workers at about "
+    assert message.startswith(f"demo: 4101 processes (4097 mocker workers at about "
                               f"{MOCKER_WORKER_USS_MIB} MiB each) need about ")
     assert "but this machine has 16.0 GiB available" in message
     assert "pools.<role>.workers" in message and "\n" not in message

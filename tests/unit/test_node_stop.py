@@ -52,7 +52,7 @@ class _FakeTime:
         self.sleeps += 1
 
 
-def test_the_head_stops_frontend_then_workers_then_nats_then_etcd_with_the_real_supervisor(
+def test_the_head_stops_balancer_frontend_workers_nats_then_etcd_with_the_real_supervisor(
         tmp_path):
     seen: list[tuple[list[str], dict[str, ProcessState]]] = []
     supervisor = Supervisor(_own_plan(tmp_path, "node0"), NodeRunDir(tmp_path, "node0"),
@@ -65,8 +65,9 @@ def test_the_head_stops_frontend_then_workers_then_nats_then_etcd_with_the_real_
     supervisor.before_stopping = record
     supervisor.request_stop()  # before it starts: nothing is spawned, only stopped
     supervisor.run()
-    assert [names for names, _ in seen] == [["frontend"], ["prefill-0"], ["nats"], ["etcd"]]
-    before_nats = seen[2][1]
+    assert [names for names, _ in seen] == [["balancer"], ["frontend"], ["prefill-0"], ["nats"],
+                                            ["etcd"]]
+    before_nats = seen[3][1]
     assert before_nats["frontend"] is before_nats["prefill-0"] is ProcessState.STOPPED
     assert before_nats["nats"] is before_nats["etcd"] is ProcessState.PENDING
     assert supervisor.run_dir.read_state().phase is GraphPhase.STOPPED

@@ -59,7 +59,7 @@ def test_each_slurm_node_lists_its_processes_at_the_address_the_job_resolved():
     assert {path: [(t["targets"], t["labels"]["process"], t["labels"]["pool"],
                     t["labels"]["node"]) for t in targets]
             for path, targets in files.items()} == {
-        "targets/head.json": [(["198.18.0.11:8000"], "frontend", "frontend", "head")],
+        "targets/head.json": [(["198.18.0.11:8001"], "frontend", "frontend", "head")],
         "targets/workers.json": [(["198.18.0.12:9100"], "prefill-0", "prefill", "workers"),
                                  (["198.18.0.12:9101"], "decode-0", "decode", "workers")]}
 
@@ -106,7 +106,7 @@ def test_prometheus_discovers_every_written_target_with_its_labels(tmp_path):
     assert result.returncode == 0, result.stderr
     found = {(t["labels"]["instance"], t["labels"]["pool"], t["labels"]["node"])
              for t in json.loads(result.stdout)}
-    assert found == {("198.18.0.11:8000", "frontend", "head"),
+    assert found == {("198.18.0.11:8001", "frontend", "head"),
                      ("198.18.0.12:9100", "prefill", "workers"),
                      ("198.18.0.12:9101", "decode", "workers")}
 

@@ -27,7 +27,7 @@ def test_every_process_with_metrics_is_a_target_labelled_with_its_pool():
     (job,) = config["scrape_configs"]
     assert [(t["targets"], t["labels"]["process"], t["labels"]["pool"])
             for t in job["static_configs"]] == [
-        (["127.0.0.1:19500"], "frontend", "frontend"),
+        (["127.0.0.1:19506"], "frontend", "frontend"),  # its own port, not the balancer's
         (["127.0.0.1:19510"], "prefill-0", "prefill"),
         (["127.0.0.1:19511"], "decode-0", "decode")]
 

@@ -30,10 +30,10 @@ def test_no_placement_is_local():
     assert _topo(DEMO).placement.kind is PlacementKind.LOCAL
 
 
-def test_the_head_node_runs_etcd_nats_and_frontend_and_workers_pack_by_gpu_count():
+def test_the_head_node_runs_etcd_nats_frontend_and_balancer_and_workers_pack_by_gpu_count():
     topo = _topo(single_head(DEMO), TWO_HOSTS, hardware={"nodes": 2, "gpus_per_node": 8})
     head, gpu1 = node_layout(topo)
-    assert head.processes == ["etcd", "nats", "frontend"]
+    assert head.processes == ["etcd", "nats", "frontend", "balancer"]
     assert gpu1.processes == ["prefill-0", "decode-0"]
     assert [w.gpus for w in gpu1.workers] == [(0,), (1,)]
 
@@ -46,7 +46,7 @@ def test_the_head_node_shows_no_etcd_or_nats_when_they_are_external_or_off():
     topo = _topo(single_head(DEMO), TWO_HOSTS, hardware={"nodes": 2},
                  coordination=EXTERNAL_ETCD_NO_NATS)
     head, _ = node_layout(topo)
-    assert head.processes == ["frontend"]
+    assert head.processes == ["frontend", "balancer"]
 
 
 @pytest.mark.parametrize("coordination", [

@@ -36,7 +36,7 @@ def test_preparing_a_hosts_graph_records_its_nodes_addresses_endpoint_and_tls(tm
     assert [(n.name, n.address, n.head) for n in record.nodes] == [
         ("head", "127.0.0.2", True), ("workers", "127.0.0.3", False)]
     assert record.nodes[0].services == [ProcessKind.ETCD, ProcessKind.NATS,
-                                        ProcessKind.FRONTEND]
+                                        ProcessKind.FRONTEND, ProcessKind.BALANCER]
     assert record.endpoints.frontend.endswith("127.0.0.2:8000")
     assert record.endpoints.etcd[0].split("//")[1].startswith("127.0.0.2:")
     assert record.tls.planes == pki_paths(handle.run.path.resolve() / "tls")

@@ -15,6 +15,7 @@ from ..files.atomic_file import write_atomic
 from ..files.private_path import PRIVATE_FILE
 from ..render.balancer import (
     BID_FILE,
+    HOLD_SOCKET,
     MONITOR_SOCKET,
     VRRP_PID_FILES,
     BalancerSettings,
@@ -23,6 +24,8 @@ from ..render.balancer import (
     VrrpSettings,
     balancer_config_name,
     haproxy_config,
+    hold_script_name,
+    hold_script_text,
     keepalived_config,
     vrrp_config_name,
 )
@@ -77,6 +80,8 @@ def write_node_configs(ctx: NodeContext) -> None:
     if ctx.runs(ProcessKind.NATS):
         _write_nats(ctx)
     if ctx.runs(ProcessKind.BALANCER):
+        write_atomic(ctx.run_dir / hold_script_name(ctx.node.name), hold_script_text(),
+                     PRIVATE_FILE)
         write_atomic(ctx.run_dir / balancer_config_name(ctx.node.name),
                      haproxy_config(balancer_settings(ctx)), PRIVATE_FILE)
     if ctx.runs(ProcessKind.VRRP):
@@ -125,23 +130,34 @@ def _balancer_tls(topo: Topology, paths: PkiPaths | None, run_dir: Path,
                        else None)
 
 
-def write_local_balancer(topo: Topology, plan: LaunchPlan, run_dir: Path) -> None:
-    """A graph on one machine with several frontend replicas: its balancer's configuration
-    (and, over HTTPS, its certificate bundles: the graph's own certificates), as a node's
-    agent writes its node's."""
+def local_balancer_files(topo: Topology, plan: LaunchPlan, run_dir: Path) -> dict[str, str]:
+    """A graph on one machine with a balancer: its configuration and hold script, by name in
+    the run directory (what `up` writes there, and `render` into local/ for launch.sh)."""
     spec = next((p for p in plan.processes if p.kind is ProcessKind.BALANCER), None)
     if spec is None:
-        return
+        return {}
     paths = graph_pki_paths(topo.security, run_dir)
-    if paths is not None and topo.frontend_https:
-        write_balancer_bundles(paths, LOCAL_NODE, run_dir)
     settings = BalancerSettings(
         bind_host=topo.frontend.local_host, bind_port=topo.frontend.port, floating=False,
         model_name=topo.model.name, replicas=_replicas(plan),
         monitor_socket=spec.readiness.socket or str(run_dir / MONITOR_SOCKET),
+        hold_socket=str(run_dir / HOLD_SOCKET),
+        hold_script=str(run_dir / hold_script_name(LOCAL_NODE)),
         tls=_balancer_tls(topo, paths, run_dir, LOCAL_NODE))
-    write_atomic(run_dir / balancer_config_name(LOCAL_NODE), haproxy_config(settings),
-                 PRIVATE_FILE)
+    return {hold_script_name(LOCAL_NODE): hold_script_text(),
+            balancer_config_name(LOCAL_NODE): haproxy_config(settings)}
+
+
+def write_local_balancer(topo: Topology, plan: LaunchPlan, run_dir: Path) -> None:
+    """local_balancer_files into the run directory (and, over HTTPS, the balancer's
+    certificate bundles: the graph's own certificates), as a node's agent writes its
+    node's."""
+    files = local_balancer_files(topo, plan, run_dir)
+    paths = graph_pki_paths(topo.security, run_dir)
+    if files and paths is not None and topo.frontend_https:
+        write_balancer_bundles(paths, LOCAL_NODE, run_dir)
+    for name, text in files.items():
+        write_atomic(run_dir / name, text, PRIVATE_FILE)
 
 
 def balancer_settings(ctx: NodeContext) -> BalancerSettings:
@@ -152,6 +168,8 @@ def balancer_settings(ctx: NodeContext) -> BalancerSettings:
         bind_host=bind, bind_port=front.port, floating=floating is not None,
         model_name=ctx.topo.model.name, replicas=_replicas(ctx.whole),
         monitor_socket=str(ctx.data_dir / MONITOR_SOCKET),
+        hold_socket=str(ctx.data_dir / HOLD_SOCKET),
+        hold_script=str(ctx.run_dir / hold_script_name(ctx.node.name)),
         tls=balancer_tls(ctx.topo, ctx.run_dir, ctx.node.name))
 
 

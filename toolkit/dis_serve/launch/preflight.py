@@ -76,20 +76,30 @@ def find_binaries(topo: Topology) -> Binaries:
 
 
 def _entry_binaries(topo: Topology) -> dict[str, str]:
-    """haproxy in front of several frontend replicas, keepalived for the floating address
-    (Debian's packages; `make install` adds them as root)."""
-    wanted = {"haproxy": max(topo.frontend_replicas, topo.local_frontend_replicas) > 1,
+    """haproxy in front of the frontends, keepalived for the floating address (Debian's
+    packages; `make install` adds them as root)."""
+    wanted = {"haproxy": topo.frontend.balancer,
               "keepalived": topo.frontend.floating_address is not None}
     found = {}
     for name, needed in wanted.items():
         path = find_binary(name)
         if path is None and needed:
-            why = ("frontend.replicas is above 1: a load balancer fronts them"
-                   if name == "haproxy" else "frontend.floating_address is set (VRRP)")
-            raise PreflightError(f"{name} not found on PATH or in /usr/sbin, and {why}; "
-                                 f"install it (apt-get install {name})")
+            raise PreflightError(_missing_entry_binary(topo, name))
         found[name] = path or name
     return found
+
+
+def _missing_entry_binary(topo: Topology, name: str) -> str:
+    where = f"{name} not found on PATH or in /usr/sbin"
+    if name == "keepalived":
+        return (f"{where}, and frontend.floating_address is set (VRRP); install it "
+                "(apt-get install keepalived)")
+    if topo.frontend_replicas > 1 or topo.local_frontend_replicas > 1:
+        return (f"{where}, and frontend.replicas is above 1: a load balancer fronts them; "
+                "install it (apt-get install haproxy)")
+    return (f"{where}, and frontend.balancer is true (the load balancer that keeps "
+            "requests off a frontend that cannot route yet); install it (apt-get install "
+            "haproxy) or set frontend.balancer: false")
 
 
 def check_placement(topo: Topology) -> None:
@@ -182,7 +192,7 @@ def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
 def listen_host(spec: ProcessSpec, topo: Topology) -> str:
     """Where it listens on one machine: what clients connect to (the frontend, or the
     balancer in front of several replicas) at frontend.host; the rest on loopback."""
-    entry = ProcessKind.BALANCER if topo.local_frontend_replicas > 1 else ProcessKind.FRONTEND
+    entry = ProcessKind.BALANCER if topo.frontend.balancer else ProcessKind.FRONTEND
     return topo.frontend.local_host if spec.kind is entry else "127.0.0.1"
 
 

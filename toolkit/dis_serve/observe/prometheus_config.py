@@ -91,10 +91,13 @@ def host_port(url: str) -> str:
 
 
 def scrape_targets(plan: LaunchPlan) -> list[dict]:
-    """One static target per process serving `/metrics`: the frontend and every worker."""
+    """One static target per process serving `/metrics`: each frontend at its own port (not
+    the balancer's, which would answer for whichever frontend it picked), every worker; the
+    frontends first."""
     host = host_port(plan.endpoint).rsplit(":", 1)[0]
-    targets = [{"targets": [host_port(plan.endpoint)],
-                "labels": {"graph": plan.name, "process": "frontend", "pool": "frontend"}}]
+    targets = [{"targets": [host_port(frontend.base_url)],
+                "labels": {"graph": plan.name, "process": frontend.name, "pool": "frontend"}}
+               for frontend in plan.processes if frontend.kind is ProcessKind.FRONTEND]
     for worker in plan.processes:
         if worker.kind is not ProcessKind.WORKER or worker.role is None:
             continue
@@ -117,10 +120,11 @@ def prometheus_config(plan: LaunchPlan) -> dict:
         tls_config = {"ca_file": tls.ca_cert} | (
             {"cert_file": tls.client_cert, "key_file": tls.client_key or tls.client_cert}
             if tls.client_cert else {})
+        frontends = [t for t in targets if t["labels"]["pool"] == "frontend"]
         jobs = [{**job, "job_name": f"dis-serve-{plan.name}-frontend", "scheme": "https",
-                 "tls_config": tls_config, "static_configs": targets[:1]}]
-        if targets[1:]:
-            jobs.append({**job, "static_configs": targets[1:]})
+                 "tls_config": tls_config, "static_configs": frontends}]
+        if workers := targets[len(frontends):]:
+            jobs.append({**job, "static_configs": workers})
     return {"global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": "5s"},
             "scrape_configs": jobs}
 

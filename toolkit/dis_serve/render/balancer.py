@@ -1,15 +1,20 @@
-"""The one address in front of several frontend replicas: haproxy's configuration on each
-node that runs a load balancer, and keepalived's (VRRP) where a floating address moves
-between those nodes. Pure: typed settings in, configuration text out.
+"""The one address in front of the frontends (one, or several replicas): haproxy's
+configuration on each node that runs a load balancer, and keepalived's (VRRP) where a
+floating address moves between those nodes. Pure: typed settings in, configuration text out.
 
 haproxy (Debian's 2.6) forwards each request to a replica whose health check says it can
 route the graph's model (`GET /v1/models/<model>/ready` answers 200 only once every worker
 type is attached: a replica that does not know the model yet answers 404 or 503 and gets no
-request); a request whose connection fails, or whose replica closes without a response, is
-sent to another replica (`retry-on conn-failure empty-response`, `option redispatch`), so a
-replica's death fails only the streams it was already answering. With TLS the balancer
-terminates the clients' HTTPS with its node's certificate (which names the floating address)
-and speaks HTTPS to the replicas with the graph's CA and client certificate.
+request). A replica is marked down at its first refused connection, not after two failed
+checks (`observe layer4`); a request whose connection fails, or whose replica closes without
+a response, is sent again (`retry-on conn-failure empty-response`, `option redispatch`;
+`option http-buffer-request` keeps the whole request to resend), so a replica's death fails
+only the streams it was already answering. While no replica can route (a lone frontend
+restarting), requests go to a backup server that is haproxy's own `hold` listener: its Lua
+action (balancer_hold.lua) holds each request until a replica is up again and then forwards
+it, or answers 503 after HOLD_MS. With TLS the balancer terminates the clients' HTTPS with
+its node's certificate (which names the floating address) and speaks HTTPS to the replicas
+with the graph's CA and client certificate.
 
 keepalived moves the floating address to another frontend node when its holder stops
 advertising (VRRPv3, unicast to the other frontend nodes: many sites block multicast) or its
@@ -20,6 +25,8 @@ wakes (which would cut every stream through the new holder).
 """
 
 from __future__ import annotations
+
+from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,9 +53,22 @@ CHECK_INTERVAL_MS = 500
 CHECK_TIMEOUT_S = 1
 # A stream may go quiet this long (a long prefill) before the balancer gives up on it.
 STREAM_IDLE_TIMEOUT = "10m"
+# While no replica can route, a request waits this long for one before it is answered 503:
+# longer than a frontend's restart (supervisor backoff, Dynamo's start, model discovery and
+# two passed checks; measured in docs/running.md).
+HOLD_MS = 10_000
+# The Lua action that holds requests (shipped beside this module, copied into the run
+# directory where haproxy loads it: hold_script_name), and the backend's backup server that
+# runs it.
+HOLD_SCRIPT = "balancer_hold.lua"
+HOLD_SERVER = "hold"
+BACKEND = "replicas"
 # In the node's own data directory (node-local, private): the monitor keepalived and the
 # agent's probe ask, keepalived's pid files, and the agent's bid.
 MONITOR_SOCKET = "balancer.sock"
+# Beside it, the `hold` listener's socket (private like the monitor's: only haproxy itself
+# connects to it).
+HOLD_SOCKET = "hold.sock"
 VRRP_PID_FILES = ("keepalived.pid", "keepalived-vrrp.pid")
 BID_FILE = "vrrp-bid"
 MONITOR_URL = "http://balancer/healthz"
@@ -57,6 +77,12 @@ MONITOR_URL = "http://balancer/healthz"
 def balancer_config_name(node: str) -> str:
     """haproxy's config of `node`, in the run directory (written by its agent at start)."""
     return f"balancer-{node}.cfg"
+
+
+def hold_script_name(node: str) -> str:
+    """The hold's Lua as `node`'s balancer loads it, in the run directory beside its config
+    (written by its agent at start)."""
+    return f"balancer-{node}.lua"
 
 
 def vrrp_config_name(node: str) -> str:
@@ -96,6 +122,10 @@ class BalancerSettings(BaseModel):
     model_name: str
     replicas: list[Replica]
     monitor_socket: str = Field(description="Unix socket of the `monitor` keepalived asks.")
+    hold_socket: str = Field(description="Unix socket of the `hold` listener (the backup "
+                                         "server while no replica can route).")
+    hold_script: str = Field(description="The hold's Lua file (hold_script_text) as haproxy "
+                                         "loads it.")
     tls: BalancerTls | None = None
 
 
@@ -117,22 +147,39 @@ def _bind_line(settings: BalancerSettings) -> str:
     return "  " + " ".join(words)
 
 
+def hold_script_text() -> str:
+    """The Lua the balancer loads (a file of this package, not rendered: it takes the
+    backend and the hold time as the action's arguments)."""
+    return resources.files(__package__).joinpath(HOLD_SCRIPT).read_text()
+
+
 def _server_line(replica: Replica, tls: BalancerTls | None) -> str:
+    # `observe layer4`: a refused connection marks the replica down at once, so the next
+    # request is held instead of refused again until two checks have failed.
     words = [f"server {replica.name} {replica.host}:{replica.port}",
-             f"check inter {CHECK_INTERVAL_MS}ms fall 2 rise 2"]
+             f"check inter {CHECK_INTERVAL_MS}ms fall 2 rise 2",
+             "observe layer4 error-limit 1 on-error mark-down"]
     if tls is not None:
         words += ["ssl verify required", "ca-file", haproxy_word(tls.ca_cert),
                   "crt", haproxy_word(tls.client_pem)]
     return "  " + " ".join(words)
 
 
+def _any_replica_up(settings: BalancerSettings) -> str:
+    # srv_is_up, not nbsrv: nbsrv counts the backup `hold` server when no replica is up.
+    return " || ".join(f"{{ srv_is_up({BACKEND}/{replica.name}) }}"
+                       for replica in settings.replicas)
+
+
 def haproxy_config(settings: BalancerSettings) -> str:
     """haproxy.cfg for one node's balancer (run as `haproxy -W -db -f FILE`)."""
+    hold = haproxy_word(settings.hold_socket)
     lines = [
         "# Generated by dis-serve (render/balancer.py): the load balancer in front of the "
-        "frontend replicas.",
+        "frontends.",
         "global",
         "  maxconn 4096",
+        f"  lua-load {haproxy_word(settings.hold_script)}",
         "defaults",
         "  mode http",
         "  timeout connect 1s",
@@ -143,18 +190,28 @@ def haproxy_config(settings: BalancerSettings) -> str:
         "  retries 3",
         "  option redispatch 1",
         "  retry-on conn-failure empty-response",
+        # The whole request is kept, so a retry can send it again.
+        "  option http-buffer-request",
+        # Each streamed token goes out as it comes (no Nagle wait for a fuller packet).
+        "  option http-no-delay",
         "frontend api",
         _bind_line(settings),
-        "  default_backend replicas",
+        f"  default_backend {BACKEND}",
+        "frontend hold",
+        f"  bind {hold} mode 600",
+        f"  http-request lua.hold_for_replica {BACKEND} {HOLD_MS}",
+        "  http-request deny deny_status 503 unless { var(txn.routable) -m bool }",
+        f"  default_backend {BACKEND}",
         "frontend monitor",
         f"  bind {haproxy_word(settings.monitor_socket)} mode 600",
         "  monitor-uri /healthz",
-        "  monitor fail if { nbsrv(replicas) lt 1 }",
-        "backend replicas",
+        f"  monitor fail unless {_any_replica_up(settings)}",
+        f"backend {BACKEND}",
         "  balance leastconn",
         f"  option httpchk GET {model_ready_path(settings.model_name)}",
         "  http-check expect status 200",
         *(_server_line(replica, settings.tls) for replica in settings.replicas),
+        f"  server {HOLD_SERVER} {haproxy_word('unix@' + settings.hold_socket)} backup",
         "",
     ]
     return "\n".join(lines)

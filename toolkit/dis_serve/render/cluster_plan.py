@@ -133,10 +133,10 @@ def _model_path(topo: Topology, ctx: ClusterContext) -> tuple[str, bool]:
 
 
 def _frontend_host(topo: Topology, head: str, address: str) -> str:
-    # Multi-node: a lone frontend listens on the head's cluster address unless the topology
-    # names an address itself; replicas listen on their own node's address (the balancer
-    # binds frontend.host or the floating address).
-    if topo.frontend_replicas > 1:
+    # Multi-node: frontends behind the balancer listen on their own node's address (the
+    # balancer binds frontend.host or the floating address); without one the lone frontend
+    # listens on the head's cluster address unless the topology names an address itself.
+    if topo.frontend.balancer:
         return address
     return topo.frontend.host or head
 
@@ -189,8 +189,8 @@ def node_target(topo: Topology, ctx: ClusterContext, model_path: str, head: str,
                                f"{coord.nats.port}",
             NatsMode.EXTERNAL: coord.nats.url, NatsMode.OFF: None}[coord.nats.mode]
     tls_env = dynamo_tls_env(tls, nats=coord.nats.mode is NatsMode.EMBEDDED) if tls else {}
-    port = (topo.frontend.port if topo.frontend_replicas == 1 or replica is None
-            else topo.frontend.replica_port + replica)
+    port = (topo.frontend.port if not topo.frontend.balancer or replica is None
+            else topo.frontend.first_replica_port + replica)
     return TargetParams(
         python=ctx.python, namespace=topo.namespace,
         http_host=_frontend_host(topo, head, address),
@@ -258,7 +258,7 @@ def _service(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
         target = _target(graph, node, tls, replica=slot.index)
         spec = _frontend_spec(topo, target, endpoint_tls(topo.security, tls,
                                                          topo.frontend_https))
-        if slot.count == 1:
+        if not topo.frontend.balancer:
             return spec
         return spec.model_copy(update={"name": slot.name,
                                        "ports": {"replica": target.http_port}})
@@ -279,7 +279,7 @@ def _endpoint(graph: _Graph, client_tls: EndpointTls | None) -> str:
     head = graph.address(graph.head.index)
     if front.floating_address is not None:
         host = front.floating_address.address
-    elif graph.topo.frontend_replicas > 1:
+    elif front.balancer:
         host = front.host or head
     else:
         host = _frontend_host(graph.topo, head, head)

@@ -358,18 +358,19 @@ def planner_specs(topo: Topology, target: TargetParams, run_dir: str) -> list[Pr
 
 def _frontends(topo: Topology, target: TargetParams, client_tls: EndpointTls | None,
                ctx: RenderContext) -> list[ProcessSpec]:
-    """The frontend; or, with several replicas, each on loopback at replica_port + i, and
-    the balancer in front of them where the frontend would listen."""
+    """The frontend at frontend.port (`balancer: false`); else each replica on loopback at
+    its replica port, and the balancer in front of them where the frontend would listen."""
     replicas = topo.local_frontend_replicas
-    if replicas == 1:
+    if not topo.frontend.balancer:
         return [frontend_spec(topo, target, client_tls)]
     specs = []
     for i in range(replicas):
-        port = topo.frontend.replica_port + i
+        port = topo.frontend.first_replica_port + i
         spec = frontend_spec(topo, target.model_copy(update={"http_host": LOOPBACK,
                                                             "http_port": port}), client_tls)
-        specs.append(spec.model_copy(update={"name": f"frontend-{i}", "replicas": replicas,
-                                             "ports": {"replica": port}}))
+        specs.append(spec.model_copy(update={
+            "name": spec.name if replicas == 1 else f"frontend-{i}", "replicas": replicas,
+            "ports": {"replica": port}}))
     run_dir = str(ctx.run_dir)
     return [*specs, balancer_spec(topo, run_dir=run_dir, node=LOCAL_NODE, data_dir=run_dir,
                                   name="balancer", haproxy=ctx.haproxy_bin)]

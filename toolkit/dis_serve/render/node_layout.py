@@ -111,14 +111,15 @@ def nodes_from_head(topo: Topology) -> list[int]:
 def service_slots(topo: Topology) -> dict[int, list[ServiceSlot]]:
     """Node index -> its services, in start order: etcd members on the first
     `etcd_members` nodes from the head on, a NATS member on each of `nats_members`, frontend
-    replicas on the first `frontend_replicas`; with several replicas, a balancer on each node
-    that has one (and its share of the floating address when there is one): each on its own
-    node, so that losing a node loses one of each."""
+    replicas on the first `frontend_replicas`; with a balancer (`frontend.balancer`, which
+    several replicas need), one on each node that has a replica (and its share of the
+    floating address when there is one): each on its own node, so that losing a node loses
+    one of each."""
     order = nodes_from_head(topo)
     replicas = topo.frontend_replicas
     entry = (ProcessKind.BALANCER,) + (
         (ProcessKind.VRRP,) if topo.frontend.floating_address is not None else ())
-    entry_nodes = min(replicas, len(order)) if replicas > 1 else 0
+    entry_nodes = min(replicas, len(order)) if topo.frontend.balancer else 0
     counts = [(ProcessKind.ETCD, topo.etcd_members), (ProcessKind.NATS, topo.nats_members),
               (ProcessKind.FRONTEND, replicas), *((kind, entry_nodes) for kind in entry)]
     placed: dict[int, list[ServiceSlot]] = {i: [] for i in order}

@@ -22,27 +22,33 @@ from .shell_words import (
 )
 
 FRONTEND_PID_LINE = "FRONTEND_PID=$!"
+BALANCER_PID_LINE = "BALANCER_PID=$!"
 
 
 def _start_lines(spec: ProcessSpec) -> list[str]:
-    """Start the process and wait for it; the frontend is waited for last (`_serving_lines`):
-    it is ready once it can route the model, which takes the workers started after it."""
+    """Start the process and wait for it; the frontend and its balancer are waited for last
+    (`_serving_lines`): they are ready once the frontend can route the model, which takes
+    the workers started after them."""
+    later = {ProcessKind.FRONTEND: FRONTEND_PID_LINE, ProcessKind.BALANCER: BALANCER_PID_LINE}
     return [
         f"# {spec.name}" + (f" (node {spec.node}, GPUs {spec.gpus})"
                             if "CUDA_VISIBLE_DEVICES" in spec.env else ""),
         f"{command_words(spec)} >\"$LOGS/{spec.name}.log\" 2>&1 &",
         pid_line(spec),  # first, so a failed wait stops it too; `$!` is still its pid
-        FRONTEND_PID_LINE if spec.kind is ProcessKind.FRONTEND else wait_line(spec),
+        later.get(spec.kind) or wait_line(spec),
     ]
 
 
 def _serving_lines(plan: LaunchPlan) -> list[str]:
     frontend = next(p for p in plan.processes if p.kind is ProcessKind.FRONTEND)
+    balancer = [wait_line(p, pid='"$BALANCER_PID"') for p in plan.processes
+                if p.kind is ProcessKind.BALANCER]
     return [
         "",
         "# Serving once the frontend routes the model: every worker type attached and a "
-        "one-token chat answered",
+        "one-token chat answered" + (", and its balancer has seen it" if balancer else ""),
         wait_line(frontend, routed_check(frontend, plan.model_name), pid='"$FRONTEND_PID"'),
+        *balancer,
         echo_line(f"serving {plan.model_name} at {plan.endpoint}/v1 (Ctrl-C stops)"),
         "wait -n",
         "",

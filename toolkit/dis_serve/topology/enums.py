@@ -164,7 +164,7 @@ class ProcessKind(StrEnum):
         if self is ProcessKind.WORKER:
             return f"observability.system_port_base + {worker_index}"
         if (self, port) == (ProcessKind.FRONTEND, "replica"):
-            return f"frontend.replica_port + {worker_index}"
+            return "frontend.replica_port" + (f" + {worker_index}" if worker_index else "")
         return {(ProcessKind.ETCD, "client"): "coordination.etcd.client_port",
                 (ProcessKind.ETCD, "peer"): "coordination.etcd.peer_port",
                 (ProcessKind.NATS, "client"): "coordination.nats.port",

@@ -72,19 +72,30 @@ class Frontend(Strict):
         description="Address the HTTP server binds: an IP address of this machine "
                     "(127.0.0.1, 0.0.0.0, ::1 ...) or localhost. Default: 127.0.0.1 on one "
                     "machine; the head node's cluster address on hosts and Slurm.")
-    port: Port = Field(default=8000, description="HTTP port: the frontend's, or with "
-                                                 "several replicas their load balancer's.")
+    port: Port = Field(default=8000, description="HTTP port clients use: the load "
+                                                 "balancer's (`balancer`), else the lone "
+                                                 "frontend's own.")
+    balancer: bool = Field(
+        default=True,
+        description="Put a load balancer (haproxy) at `port` in front of the frontend even "
+                    "when there is only one, so a frontend that is starting, restarting "
+                    "or dead gets no request: the balancer holds requests (up to 10 s) "
+                    "until a frontend can route the model, where a lone frontend answers "
+                    "HTTP 404 while it discovers the model and refuses connections while "
+                    "it is down. false: the lone frontend listens at `port` itself (one "
+                    "process fewer, no haproxy needed); needs replicas 1. Kubernetes "
+                    "ignores it (its Service and startup probe do this job).")
     replicas: int | None = Field(
         default=None, ge=1, le=MAX_FRONTEND_REPLICAS,
         description="Frontends, each running the KV router with its own KV-event "
                     "subscription and sharing active sequences with the others "
                     "(--router-replica-sync), behind one load balancer (haproxy) at `port`. "
                     "Default: 1 on one machine; 2 on hosts and Slurm graphs of two or more "
-                    "nodes, each replica on its own node.")
-    replica_port: Port = Field(
-        default=8001,
-        description="With several replicas: replica i listens on replica_port + i (on its "
-                    "node's address, loopback on one machine), behind the load balancer.")
+                    "nodes, each replica on its own node (1 with balancer false).")
+    replica_port: Port | None = Field(
+        default=None,
+        description="Behind the load balancer: replica i listens on replica_port + i (on "
+                    "its node's address, loopback on one machine). Default: port + 1.")
     floating_address: FloatingAddress | None = Field(
         default=None,
         description="Hosts and Slurm: the address clients use, which survives the loss of "
@@ -118,6 +129,12 @@ class Frontend(Strict):
             raise ValueError("frontend.balancer_url and frontend.floating_address are both "
                              "set; clients reach the replicas through one of them: keep one")
         return self
+
+    @property
+    def first_replica_port(self) -> int:
+        """Where the first frontend behind the balancer listens: `replica_port`, else the
+        port after `port` (so moving `port` moves the frontends with it)."""
+        return self.replica_port if self.replica_port is not None else self.port + 1
 
     @property
     def local_host(self) -> str:

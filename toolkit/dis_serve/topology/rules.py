@@ -117,6 +117,10 @@ def check_replicas(topo: TopologySpec) -> None:
     multi = topo.placement.kind.multi_node
     where = f"the graph's {nodes} node{'s' if nodes != 1 else ''}"
     front = topo.frontend
+    if not front.balancer and topo.frontend_replicas > 1:
+        raise ValueError(f"frontend.replicas {topo.frontend_replicas} needs the load balancer "
+                         "in front of them, and frontend.balancer is false; set replicas: 1 "
+                         "or remove balancer: false")
     if multi and topo.frontend_replicas > nodes:
         raise ValueError(f"frontend.replicas {topo.frontend_replicas} is more than {where}: "
                          "each replica runs on its own node, so that losing a node loses "
@@ -261,14 +265,16 @@ def check_ports(topo: TopologySpec) -> None:
         used[port] = owner
 
     claim(topo.frontend.port, ProcessKind.FRONTEND.port_key("http"))
-    replicas = topo.frontend_replicas
-    if replicas > 1:
+    replicas = max(topo.frontend_replicas, topo.local_frontend_replicas)
+    if topo.frontend.balancer:
+        first = topo.frontend.first_replica_port
+        key = ("frontend.replica_port" if topo.frontend.replica_port is not None
+               else "frontend.port + 1 (frontend.replica_port unset)")
         for i in range(replicas):
-            if topo.frontend.replica_port + i > 65535:
-                raise ValueError(f"frontend.replica_port {topo.frontend.replica_port} + "
-                                 f"{replicas} replicas passes 65535; lower it")
-            claim(topo.frontend.replica_port + i, f"frontend replica {i} "
-                                                  f"(frontend.replica_port + {i})")
+            if first + i > 65535:
+                raise ValueError(f"{key} {first} + {replicas} replicas passes 65535; set "
+                                 "frontend.replica_port lower")
+            claim(first + i, f"frontend replica {i} ({key} + {i})")
     if topo.autoscale is not None:
         claim(topo.autoscale.system_port, ProcessKind.PLANNER.port_key("system"))
         claim(topo.autoscale.system_port + 1, ProcessKind.PLANNER.port_key("scaler"))

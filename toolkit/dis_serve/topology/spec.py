@@ -193,10 +193,11 @@ class TopologySpec(Strict):
     @property
     def frontend_replicas(self) -> int:
         """Frontends the graph runs: `frontend.replicas`, else 2 on a hosts or Slurm graph of
-        two or more nodes (each on its own node) and 1 otherwise."""
+        two or more nodes (each on its own node) and 1 otherwise (or without a balancer)."""
         if self.frontend.replicas is not None:
             return self.frontend.replicas
-        return 2 if self.placement.kind.multi_node and len(self.node_gpus()) >= 2 else 1
+        multi = self.placement.kind.multi_node and len(self.node_gpus()) >= 2
+        return 2 if multi and self.frontend.balancer else 1
 
     @property
     def local_frontend_replicas(self) -> int:

@@ -49,9 +49,14 @@ INFRA_PIDS+=($!)
 wait_ready nats "$!" '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
 
 # frontend
-env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-agg-mocker DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8000 --namespace dis-serve-agg-mocker --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
+env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-agg-mocker DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8001 --namespace dis-serve-agg-mocker --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
 PIDS+=($!)
 FRONTEND_PID=$!
+
+# balancer
+haproxy -W -db -f rendered/local/balancer-machine.cfg >"$LOGS/balancer.log" 2>&1 &
+PIDS+=($!)
+BALANCER_PID=$!
 
 # agg-0
 env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-agg-mocker DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9100 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dis_serve.engines.mocker_worker --model-path rendered/local/model-card --model-name demo-model --endpoint dyn://dis-serve-agg-mocker.backend.generate --engine-type trtllm --disaggregation-mode agg --max-num-seqs 256 --max-num-batched-tokens 8192 --max-model-len 5120 --block-size 32 --kv-cache-dtype auto --speedup-ratio 1 >"$LOGS/agg-0.log" 2>&1 &
@@ -63,7 +68,8 @@ env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0
 PIDS+=($!)
 wait_ready agg-1 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9101/health'
 
-# Serving once the frontend routes the model: every worker type attached and a one-token chat answered
-wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8000/v1/models/demo-model/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"demo-model","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8000/v1/chat/completions'
+# Serving once the frontend routes the model: every worker type attached and a one-token chat answered, and its balancer has seen it
+wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8001/v1/models/demo-model/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"demo-model","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8001/v1/chat/completions'
+wait_ready balancer "$BALANCER_PID" 'curl -fsS -o /dev/null --unix-socket rendered/local/balancer.sock http://balancer/healthz'
 echo 'serving demo-model at http://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n

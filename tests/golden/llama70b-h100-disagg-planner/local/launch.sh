@@ -51,9 +51,14 @@ INFRA_PIDS+=($!)
 wait_ready nats "$!" '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
 
 # frontend
-env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8000 --namespace dis-serve-llama70b-disagg-planner --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
+env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8001 --namespace dis-serve-llama70b-disagg-planner --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
 PIDS+=($!)
 FRONTEND_PID=$!
+
+# balancer
+haproxy -W -db -f rendered/local/balancer-machine.cfg >"$LOGS/balancer.log" 2>&1 &
+PIDS+=($!)
+BALANCER_PID=$!
 
 # prefill-0 (node 0, GPUs [0, 1, 2, 3])
 env CUDA_VISIBLE_DEVICES=0,1,2,3 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama70b-disagg-planner DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9100 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem NCCL_GRAPH_MIXING_SUPPORT=0 TRANSFORMERS_OFFLINE=1 TRTLLM_ENABLE_PDL=1 TRTLLM_SERVER_DISABLE_GC=1 TRTLLM_WORKER_DISABLE_GC=1 UCX_TLS=rc,dc,ud,cuda_copy,cuda_ipc,tcp python3 -m dynamo.trtllm --model nvidia/Llama-3.1-70B-Instruct-FP8 --served-model-name llama-3.1-70b --namespace dis-serve-llama70b-disagg-planner --disaggregation-mode prefill --extra-engine-args rendered/local/engine-configs/prefill.yaml --tensor-parallel-size 4 --max-batch-size 8 --max-num-tokens 16384 --max-seq-len 3584 --publish-metrics --publish-kv-events >"$LOGS/prefill-0.log" 2>&1 &
@@ -135,7 +140,8 @@ env CUDA_VISIBLE_DEVICES=4,5,6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats
 PIDS+=($!)
 wait_ready decode-9 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9111/health'
 
-# Serving once the frontend routes the model: every worker type attached and a one-token chat answered
-wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8000/v1/models/llama-3.1-70b/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"llama-3.1-70b","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8000/v1/chat/completions'
+# Serving once the frontend routes the model: every worker type attached and a one-token chat answered, and its balancer has seen it
+wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8001/v1/models/llama-3.1-70b/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"llama-3.1-70b","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8001/v1/chat/completions'
+wait_ready balancer "$BALANCER_PID" 'curl -fsS -o /dev/null --unix-socket rendered/local/balancer.sock http://balancer/healthz'
 echo 'serving llama-3.1-70b at http://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n

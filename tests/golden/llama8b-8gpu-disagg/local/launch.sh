@@ -48,9 +48,14 @@ INFRA_PIDS+=($!)
 wait_ready nats "$!" '(exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null'
 
 # frontend
-env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama8b-disagg DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8000 --namespace dis-serve-llama8b-disagg --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
+env DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama8b-disagg DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem TRANSFORMERS_OFFLINE=1 python3 -m dynamo.frontend --http-host 127.0.0.1 --http-port 8001 --namespace dis-serve-llama8b-disagg --router-mode kv --migration-limit 3 --router-kv-events >"$LOGS/frontend.log" 2>&1 &
 PIDS+=($!)
 FRONTEND_PID=$!
+
+# balancer
+haproxy -W -db -f rendered/local/balancer-machine.cfg >"$LOGS/balancer.log" 2>&1 &
+PIDS+=($!)
+BALANCER_PID=$!
 
 # prefill-0 (node 0, GPUs [0])
 env CUDA_VISIBLE_DEVICES=0 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN_EVENT_PLANE_HOST=127.0.0.1 DYN_NAMESPACE=dis-serve-llama8b-disagg DYN_REQUEST_PLANE=tcp DYN_SYSTEM_HOST=127.0.0.1 DYN_SYSTEM_PORT=9100 DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]' DYN_TCP_RESPONSE_STREAM_HOST=127.0.0.1 DYN_TCP_RPC_HOST=127.0.0.1 DYN_TCP_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CERT_PATH=rendered/local/tls/server.pem DYN_TCP_TLS_CLIENT_CA_CERT_PATH=rendered/local/tls/ca.pem DYN_TCP_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem DYN_TCP_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem DYN_TCP_TLS_KEY_PATH=rendered/local/tls/server-key.pem ETCD_ENDPOINTS=https://127.0.0.1:2379 HF_HUB_OFFLINE=1 NATS_SERVER=tls://127.0.0.1:4222 NATS_TLS_CA_CERT_PATH=rendered/local/tls/ca.pem NATS_TLS_CLIENT_CERT_PATH=rendered/local/tls/client.pem NATS_TLS_CLIENT_KEY_PATH=rendered/local/tls/client-key.pem NCCL_GRAPH_MIXING_SUPPORT=0 TRANSFORMERS_OFFLINE=1 TRTLLM_ENABLE_PDL=1 TRTLLM_SERVER_DISABLE_GC=1 TRTLLM_WORKER_DISABLE_GC=1 UCX_TLS=rc,dc,ud,cuda_copy,cuda_ipc,tcp python3 -m dynamo.trtllm --model meta-llama/Llama-3.1-8B-Instruct --served-model-name llama-3.1-8b --namespace dis-serve-llama8b-disagg --disaggregation-mode prefill --extra-engine-args rendered/local/engine-configs/prefill.yaml --tensor-parallel-size 1 --max-batch-size 16 --max-num-tokens 16384 --max-seq-len 9216 --publish-kv-events >"$LOGS/prefill-0.log" 2>&1 &
@@ -77,7 +82,8 @@ env CUDA_VISIBLE_DEVICES=6,7 DYN_DISCOVERY_BACKEND=etcd DYN_EVENT_PLANE=nats DYN
 PIDS+=($!)
 wait_ready decode-2 "$!" 'curl -fsS -o /dev/null http://127.0.0.1:9104/health'
 
-# Serving once the frontend routes the model: every worker type attached and a one-token chat answered
-wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8000/v1/models/llama-3.1-8b/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"llama-3.1-8b","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8000/v1/chat/completions'
+# Serving once the frontend routes the model: every worker type attached and a one-token chat answered, and its balancer has seen it
+wait_ready frontend "$FRONTEND_PID" 'curl -fsS -o /dev/null http://127.0.0.1:8001/v1/models/llama-3.1-8b/ready && curl -fsS -o /dev/null -H '"'"'Content-Type: application/json'"'"' -d '"'"'{"model":"llama-3.1-8b","max_tokens":1,"messages":[{"role":"user","content":"ready"}]}'"'"' http://127.0.0.1:8001/v1/chat/completions'
+wait_ready balancer "$BALANCER_PID" 'curl -fsS -o /dev/null --unix-socket rendered/local/balancer.sock http://balancer/healthz'
 echo 'serving llama-3.1-8b at http://127.0.0.1:8000/v1 (Ctrl-C stops)'
 wait -n

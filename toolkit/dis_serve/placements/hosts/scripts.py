@@ -232,9 +232,13 @@ def render_readme(topo: Topology, plan: ClusterPlan) -> str:
 
 
 def _entry_lines(topo: Topology) -> list[str]:
-    """What the frontend replicas' one address needs of the nodes that run them."""
-    if topo.frontend_replicas < 2:
+    """What the frontends' one address needs of the nodes that run them."""
+    if not topo.frontend.balancer:
         return []
+    if topo.frontend_replicas < 2:
+        return ["", "The frontend runs behind a load balancer on the head node (haproxy: "
+                    "installed there, on PATH or in /usr/sbin), which holds requests while "
+                    "the frontend restarts; frontend.balancer: false does without it."]
     lines = ["", f"{topo.frontend_replicas} frontends run behind a load balancer on each of "
                  "their nodes (haproxy: installed on them, on PATH or in /usr/sbin)."]
     floating = topo.frontend.floating_address

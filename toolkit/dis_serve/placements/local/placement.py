@@ -26,6 +26,7 @@ class LocalPlacement(PlacementDefaults):
 
     def render(self, topo: Topology, out_dir: Path, source: str | None) -> RenderedTarget:
         """Paths inside the plan point into out_dir/local, so the script runs as written."""
+        from ...launch.node_configs import local_balancer_files
         from ...launch.startup_budget import readiness_timeout_s
         from ...observe.prometheus_config import render_observability
         from ...render.launch_plan import RenderContext, render_launch_plan
@@ -36,7 +37,10 @@ class LocalPlacement(PlacementDefaults):
         files = {"local/launch-plan.json": plan.model_dump_json(indent=2) + "\n",
                  "local/launch.sh": render_shell_script(
                      plan, ready_timeout_s=readiness_timeout_s(topo)),
-                 **engine_config_files(topo, self.target)}
+                 **engine_config_files(topo, self.target),
+                 # The balancer's files, which `up` writes into the run directory itself.
+                 **{f"local/{name}": text for name, text in local_balancer_files(
+                     topo, plan, out_dir / self.target).items()}}
         observability = {f"local/observability/{path}": text
                          for path, text in render_observability(plan).items()}
         return RenderedTarget(files=files, observability=observability,
