@@ -163,3 +163,17 @@ def test_up_of_more_workers_than_memory_holds_is_refused_in_one_line(run_cli, tm
     assert "4101 processes (4097 mocker workers at about 30 MiB each) need about" in lines[0]
     assert "64.0 GiB available" in lines[0]
     assert not RunDir.for_graph("demo", home).state_file.exists()
+
+
+def test_up_without_haproxy_names_frontend_balancer_and_both_fixes_in_one_line(
+        run_cli, home, monkeypatch):
+    from conftest import assert_one_line_error
+    from dis_serve.launch import preflight
+
+    found = preflight.find_binary
+    monkeypatch.setattr(preflight, "find_binary",
+                        lambda name: None if name == "haproxy" else found(name))
+    result = run_cli("up", GRAPHS / "demo.yaml", "--detach")
+    assert_one_line_error(result, "haproxy not found", "frontend.balancer is true",
+                          "apt-get install haproxy", "set frontend.balancer: false")
+    assert not RunDir.for_graph("demo", home).state_file.exists()  # nothing started

@@ -268,13 +268,13 @@ def check_ports(topo: TopologySpec) -> None:
     replicas = max(topo.frontend_replicas, topo.local_frontend_replicas)
     if topo.frontend.balancer:
         first = topo.frontend.first_replica_port
-        key = ("frontend.replica_port" if topo.frontend.replica_port is not None
-               else "frontend.port + 1 (frontend.replica_port unset)")
+        unset = "" if topo.frontend.replica_port is not None else ", unset: frontend.port + 1"
+        if first + replicas - 1 > 65535:
+            raise ValueError(f"frontend.replica_port {first}{unset} + {replicas} replicas "
+                             "passes 65535; set frontend.replica_port lower")
         for i in range(replicas):
-            if first + i > 65535:
-                raise ValueError(f"{key} {first} + {replicas} replicas passes 65535; set "
-                                 "frontend.replica_port lower")
-            claim(first + i, f"frontend replica {i} ({key} + {i})")
+            offset = f" + {i}" if i else ""
+            claim(first + i, f"frontend replica {i} (frontend.replica_port{offset}{unset})")
     if topo.autoscale is not None:
         claim(topo.autoscale.system_port, ProcessKind.PLANNER.port_key("system"))
         claim(topo.autoscale.system_port + 1, ProcessKind.PLANNER.port_key("scaler"))
