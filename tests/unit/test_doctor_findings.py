@@ -81,7 +81,8 @@ def _traffic(prefill_requests: int, attached: bool = True, **facts) -> TrafficVi
                        workers=[WorkerTraffic(instance_id="a", component="prefill",
                                               requests=prefill_requests),
                                 WorkerTraffic(instance_id="b", component="backend", requests=4)],
-                       **({"router_follows_kv_events": True, "kv_events_applied": 9} | facts))
+                       **({"router_follows_kv_events": True, "kv_events_applied": 9,
+                           "prompts_over": {0.0: 4, 100.0: 4, 210.0: 0}} | facts))
 
 
 def _published() -> EtcdView:
@@ -121,9 +122,23 @@ def test_prefill_workers_with_no_kv_event_source_are_named():
     assert findings[0].subject == "prefill/a"
 
 
-def test_a_router_that_follows_events_but_applied_none_is_named():
+def test_a_router_that_follows_events_but_applied_none_over_prompts_filling_a_block_is_named():
     findings = traffic_findings(_published(), _traffic(4, kv_events_applied=0), DEMO)
     assert _codes(findings) == [FindingCode.ROUTER_NO_KV_EVENTS]
+    assert "applied none over 4 requests whose prompts fill a KV block" in findings[0].message
+
+
+def test_no_kv_events_are_expected_from_prompts_too_short_to_fill_a_block():
+    # The readiness chat's few tokens store no full block, so no worker publishes an event.
+    short = _traffic(4, kv_events_applied=0, prompts_over={0.0: 4, 100.0: 0})
+    assert traffic_findings(_published(), short, DEMO) == []
+
+
+def test_an_unknown_block_size_counts_only_prompts_longer_than_the_largest_block():
+    traffic = _traffic(4, kv_events_applied=0, prompts_over={100.0: 4, 870.0: 2, 1800.0: 1})
+    unknown = DEMO.model_copy(update={"kv_block_size": None})
+    [finding] = traffic_findings(_published(), traffic, unknown)
+    assert "over 1 requests" in finding.message
 
 
 def test_a_consumer_far_behind_its_stream_is_named_and_one_keeping_up_is_not():

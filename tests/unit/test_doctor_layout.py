@@ -82,6 +82,12 @@ def test_the_frontend_metrics_tell_whether_the_kv_router_follows_events():
     assert on["frontend_requests"] == off["frontend_requests"] == 3
 
 
+def test_the_frontends_prompt_histogram_counts_the_requests_longer_than_each_bound():
+    on = frontend_facts((FIXTURES / "frontend-kv-events.prom").read_text())
+    assert on["prompts_over"][0.0] == on["prompts_over"][100.0] == 3
+    assert on["prompts_over"][130000.0] == 0
+
+
 def test_the_routers_worker_ids_are_the_etcd_instance_ids():
     on = frontend_facts((FIXTURES / "frontend-kv-events.prom").read_text())
     instances = {k["key"].rsplit("/", 1)[1] for k in _keys()

@@ -74,7 +74,8 @@ def expectations(topo: Topology, plan: LaunchPlan | None = None) -> Expectations
         workers=workers,
         prefill_components=[r.dynamo_component for r in roles if r is PoolRole.PREFILL],
         kv_router=topo.router.mode.is_kv_aware,
-        kv_event_components=[r.dynamo_component for r in roles if r.publishes_kv_events])
+        kv_event_components=[r.dynamo_component for r in roles if r.publishes_kv_events],
+        kv_block_size=topo.kv_cache.block_size)
 
 
 def run_doctor(target: DoctorTarget, window_s: float = 3.0) -> DoctorReport:

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..topology import MAX_BLOCK_SIZE
 from .dynamo_layout import WORKER_ENDPOINT
 from .observed import EtcdView, NatsView, Registration, TrafficView
 
@@ -46,6 +47,8 @@ class Expectations(BaseModel):
     kv_router: bool = Field(default=False, description="The frontend routes with the KV router.")
     kv_event_components: list[str] = Field(
         default_factory=list, description="Components whose workers publish KV events.")
+    kv_block_size: int | None = Field(
+        default=None, description="Tokens per KV block (None: not known).")
 
 
 def workers_of(etcd: EtcdView) -> list[Registration]:
@@ -166,6 +169,17 @@ def _idle_cause(reg: Registration, traffic: TrafficView) -> dict[str, str]:
                    "prefill pool's load"}
 
 
+def _requests_filling_a_block(traffic: TrafficView, expected: Expectations | None) -> int:
+    """The frontend's requests whose prompt surely filled a KV block (a worker publishes a stored
+    event per full block, none for a shorter prompt such as the readiness chat's): those
+    longer than the frontend histogram's first bound at or above the block size, the largest
+    block size the topology allows when the graph's is not known."""
+    block = (expected.kv_block_size if expected is not None and expected.kv_block_size
+             else MAX_BLOCK_SIZE)
+    bounds = [b for b in traffic.prompts_over if b >= block]
+    return traffic.prompts_over[min(bounds)] if bounds else 0
+
+
 def _kv_event_findings(etcd: EtcdView, traffic: TrafficView,
                        expected: Expectations | None) -> list[Finding]:
     kv_router = (expected.kv_router if expected is not None
@@ -195,12 +209,13 @@ def _kv_event_findings(etcd: EtcdView, traffic: TrafficView,
                   "--publish-kv-events, or an event plane the router does not read)",
             fix="start them with --publish-kv-events and the same DYN_EVENT_PLANE as the "
                 "frontend"))
-    if traffic.router_follows_kv_events and traffic.frontend_requests and not silent \
+    filled = _requests_filling_a_block(traffic, expected)
+    if traffic.router_follows_kv_events and filled and not silent \
             and traffic.kv_events_applied == 0:
         findings.append(Finding(
             code=FindingCode.ROUTER_NO_KV_EVENTS, subject="frontend",
-            message=f"the router follows KV events but applied none over "
-                    f"{traffic.frontend_requests} requests",
+            message=f"the router follows KV events but applied none over {filled} requests "
+                    "whose prompts fill a KV block",
             cause="the events do not reach it: workers and frontend on different event "
                   "planes (DYN_EVENT_PLANE) or NATS servers",
             fix="give every process the same DYN_EVENT_PLANE and NATS_SERVER"))

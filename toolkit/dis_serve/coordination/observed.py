@@ -92,5 +92,8 @@ class TrafficView(_Frozen):
     kv_source_mismatch: int = Field(
         default=0, description="Workers the router expected KV events from and has no "
                                "source for.")
+    prompts_over: dict[float, int] = Field(
+        default_factory=dict, description="Bound of the frontend's prompt-token histogram -> "
+                                          "its requests with a longer prompt.")
     workers: list[WorkerTraffic] = Field(default_factory=list)
     unreachable: list[str] = Field(default_factory=list, description="Metrics URLs that failed.")

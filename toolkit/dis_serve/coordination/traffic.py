@@ -4,7 +4,9 @@ Names read off a running Dynamo 1.6.1 graph: the router's registered workers (wi
 type) are `dynamo_component_router_worker_registered`; a KV router that follows KV events
 exports `dynamo_component_router_kv_event_source_mismatch_workers` (workers it has no event
 source for), and one started with `--no-router-kv-events` does not; each worker counts the
-requests its handlers served in `dynamo_component_requests_total`.
+requests its handlers served in `dynamo_component_requests_total`; the frontend counts its
+requests' prompt tokens in `dynamo_frontend_input_sequence_tokens` (a histogram per model,
+bounds 0, 100, 210, 430, 870, 1800, ... tokens).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ ROUTER_REGISTERED = "dynamo_component_router_worker_registered"
 KV_SOURCE_MISMATCH = "dynamo_component_router_kv_event_source_mismatch_workers"
 WORKER_REQUESTS = "dynamo_component_requests_total"
 KV_EVENTS_APPLIED = "dynamo_component_kv_cache_events_applied"
+PROMPT_TOKENS = "dynamo_frontend_input_sequence_tokens"
 
 
 def _samples(text: str) -> list:
@@ -51,9 +54,20 @@ def frontend_facts(text: str) -> dict:
                   if s.name in (KV_EVENTS_APPLIED, KV_EVENTS_APPLIED + "_total")
                   and s.labels.get("status") == "ok")
     return {"frontend_requests": sum(by_model.values()), "requests_by_model": by_model,
-            "router_workers": router,
+            "router_workers": router, "prompts_over": _prompts_over(samples),
             "router_follows_kv_events": follows, "kv_events_applied": int(applied),
             "kv_source_mismatch": int(sum(s.value for s in mismatch))}
+
+
+def _prompts_over(samples: list) -> dict[float, int]:
+    """Histogram bound -> the frontend's requests with a longer prompt, over every model."""
+    total = sum(s.value for s in samples if s.name == PROMPT_TOKENS + "_count")
+    at_most: dict[float, float] = {}
+    for s in samples:
+        if s.name == PROMPT_TOKENS + "_bucket" and s.labels.get("le") != "+Inf":
+            bound = float(s.labels["le"])
+            at_most[bound] = at_most.get(bound, 0) + s.value
+    return {bound: int(total - n) for bound, n in sorted(at_most.items())}
 
 
 def worker_traffic(text: str) -> list[WorkerTraffic]:

@@ -79,7 +79,7 @@ from .placement import (
     PlacementKind,
     SlurmPlacement,
 )
-from .pools import KvCache, KvTransfer, Mocker, Observability, Pool, Pools
+from .pools import MAX_BLOCK_SIZE, KvCache, KvTransfer, Mocker, Observability, Pool, Pools
 from .security import Security, Tls, TlsMode, exposure_problem, security_warnings
 from .spec import TOPOLOGY_SCHEMA_VERSION, TopologySpec
 from .supervision import Liveness, Restart, Supervision
@@ -91,6 +91,7 @@ __all__ = [
     "ENV_NAME_RE",
     "HOST_NAME_RE",
     "K8S_NAME_RE",
+    "MAX_BLOCK_SIZE",
     "MAX_FRONTEND_REPLICAS",
     "MAX_MODEL_ID_BYTES",
     "MAX_PATH_COMPONENT_BYTES",

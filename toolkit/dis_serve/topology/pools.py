@@ -107,11 +107,14 @@ class Mocker(Strict):
                     "synthetic prompts repeat by accident.")
 
 
+MAX_BLOCK_SIZE = 1024  # tokens per KV block; more than any engine pages with
+
+
 class KvCache(Strict):
     """How workers page the KV cache (the router hashes blocks of the same size)."""
 
     block_size: int = Field(
-        default=32, ge=1, le=1024,
+        default=32, ge=1, le=MAX_BLOCK_SIZE,
         description="Tokens per KV block (TRT-LLM tokens_per_block, mocker --block-size).")
 
 
