@@ -16,6 +16,7 @@ from dis_serve.render.balancer import (
     Replica,
     VrrpSettings,
     haproxy_config,
+    hold_script_text,
     keepalived_config,
 )
 from dis_serve.security.certs import issue_graph_pki
@@ -46,12 +47,14 @@ def tls(tmp_path_factory) -> BalancerTls:
 
 
 def test_haproxy_accepts_the_balancer_of_an_https_graph(tmp_path, tls):
-    config = tmp_path / "haproxy.cfg"
+    config, script = tmp_path / "haproxy.cfg", tmp_path / "hold.lua"
+    script.write_text(hold_script_text())
     config.write_text(haproxy_config(BalancerSettings(
         bind_host="10.0.0.100", bind_port=18801, floating=True, model_name="org/model 7b",
         replicas=[Replica(name="frontend-0", host="10.0.0.1", port=18802),
                   Replica(name="frontend-1", host="10.0.0.2", port=18803)],
-        monitor_socket=str(tmp_path / "monitor.sock"), tls=tls)))
+        monitor_socket=str(tmp_path / "monitor.sock"), hold_socket=str(tmp_path / "hold.sock"),
+        hold_script=str(script), tls=tls)))
     checked = subprocess.run([_binary("haproxy"), "-c", "-f", str(config)],
                              capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -70,10 +73,12 @@ def test_keepalived_accepts_the_floating_address(tmp_path):
     assert checked.returncode == 0, report.read_text() if report.exists() else checked.stderr
 
 
-def test_haproxy_accepts_the_balancer_a_graph_on_one_machine_writes(tmp_path):
-    """A graph on one machine with two frontend replicas over HTTPS: `up` writes its
-    balancer's configuration and certificate bundles (launch/node_configs.py) from the
-    graph's own certificates; haproxy's parser takes them, in front of both replicas."""
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_haproxy_accepts_the_balancer_a_graph_on_one_machine_writes(tmp_path, replicas):
+    """A graph on one machine with one frontend or two replicas over HTTPS: `up` writes its
+    balancer's configuration, hold script and certificate bundles (launch/node_configs.py)
+    from the graph's own certificates; haproxy's parser takes them, in front of every
+    frontend."""
     from conftest import GRAPHS
     from dis_serve.inputs.yaml_input import load_model_file
     from dis_serve.launch.node_configs import write_local_balancer
@@ -85,7 +90,7 @@ def test_haproxy_accepts_the_balancer_a_graph_on_one_machine_writes(tmp_path):
 
     data = load_model_file(Topology, GRAPHS / "demo.yaml").model_dump(mode="json",
                                                                      exclude_unset=True)
-    data["frontend"] = dict(data.get("frontend") or {}) | {"replicas": 2}
+    data["frontend"] = dict(data.get("frontend") or {}) | {"replicas": replicas}
     data["security"] = {"tls": {"frontend": True}}
     topo = Topology.model_validate(data)
     assert topo.frontend_https
@@ -94,7 +99,8 @@ def test_haproxy_accepts_the_balancer_a_graph_on_one_machine_writes(tmp_path):
     write_local_balancer(topo, plan, tmp_path)
     config = tmp_path / balancer_config_name(LOCAL_NODE)
     text = config.read_text()
-    assert all(f"127.0.0.1:{topo.frontend.replica_port + i}" in text for i in range(2)), text
-    checked = subprocess.run([_binary("haproxy"), "-c", "-f", str(config)],
+    assert all(f"127.0.0.1:{topo.frontend.first_replica_port + i}" in text
+               for i in range(replicas)), text
+    checked = subprocess.run([_binary("haproxy"), "-c", "-C", str(tmp_path), "-f", str(config)],
                              capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from chat_load import StreamingChats
+from conftest import wait_until
 from dis_serve.launch.graph import start_graph
 from dis_serve.launch.status import ProcessState
 from dis_serve.render.model_ready import model_ready_path
@@ -27,6 +28,7 @@ from relocate import relocated_demo
 pytestmark = pytest.mark.integration
 BASE = 18170
 DIRECT_BASE = 18190
+LOAD = 8  # requests served before the kill, and again after the restart
 
 
 def _kill_the_frontend_under_load(topo: Topology, run_root):
@@ -38,6 +40,9 @@ def _kill_the_frontend_under_load(topo: Topology, run_root):
             httpx.Client(timeout=5, trust_env=False) as client:
         status = graph.status()
         old = status.process("frontend")
+        # Streams in flight when it dies, and load before and after.
+        assert wait_until(lambda: load.served_between(0, time.monotonic()) >= LOAD), \
+            "the graph did not serve the load before the kill"
         hit = time.monotonic()
         os.killpg(old.pid, signal.SIGKILL)
         deadline = hit + 30
@@ -55,6 +60,8 @@ def _kill_the_frontend_under_load(topo: Topology, run_root):
             "model": graph.model_name, "max_tokens": 4,
             "messages": [{"role": "user", "content": "w3 w4"}]})
         assert probe.status_code == 200 and chat.status_code == 200, (probe.text, chat.text)
+        assert wait_until(lambda: load.served_between(ready, time.monotonic()) >= LOAD), \
+            "the graph did not serve the load after the restart"
     kinds = {p.kind for p in status.processes}
     return load, hit, ready, kinds, graph.endpoint, next(iter(old.ports.values()))
 

@@ -21,7 +21,7 @@ from dis_serve.coordination.traffic import frontend_facts
 from dis_serve.launch.rundir import RunDir
 from dis_serve.observe.prometheus_run import read_record
 from fixtures.dynamo.top.capture import send
-from relocate import relocated_demo
+from relocate import REPLICA_PORT_OFFSET, relocated_demo
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(shutil.which("prometheus") is None,
@@ -82,6 +82,9 @@ def test_prometheus_scrapes_every_process_and_counts_the_requests_sent(graph):
 
     assert sorted(t["labels"]["process"] for t in targets()) == ["decode-0", "frontend",
                                                                  "prefill-0"]
+    # The frontend at its own port, not its balancer's.
+    assert [t["scrapeUrl"] for t in targets() if t["labels"]["process"] == "frontend"] == [
+        f"http://127.0.0.1:{BASE_PORT + REPLICA_PORT_OFFSET}/metrics"]
     assert wait_until(lambda: all(t["health"] == "up" for t in targets()), timeout=10), [
         (t["labels"]["process"], t["health"], t["lastError"]) for t in targets()]
 

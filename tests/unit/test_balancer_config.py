@@ -78,7 +78,7 @@ def test_while_no_replica_can_route_requests_are_held_by_the_backup_listener():
     assert "lua-load '/run/node/balancer_hold.lua'" in config
     assert "server hold 'unix@/run/node/hold.sock' backup" in config
     hold = config.split("frontend hold\n")[1].split("frontend monitor")[0]
-    assert "bind '/run/node/hold.sock' mode 600" in hold
+    assert "bind 'unix@/run/node/hold.sock' mode 600" in hold
     assert f"http-request lua.hold_for_replica replicas {HOLD_MS}" in hold
     assert "http-request deny deny_status 503 unless { var(txn.routable) -m bool }" in hold
     assert "default_backend replicas" in hold
@@ -116,7 +116,7 @@ def test_client_certificates_are_required_at_the_balancer_when_the_graph_asks_fo
 
 def test_the_monitor_fails_when_no_replica_can_route():
     config = haproxy_config(_balancer())
-    assert "bind '/run/node/balancer.sock' mode 600" in config
+    assert "bind 'unix@/run/node/balancer.sock' mode 600" in config
     # Not nbsrv, which counts the backup `hold` server while no replica is up.
     assert ("monitor fail unless { srv_is_up(replicas/frontend-0) } || "
             "{ srv_is_up(replicas/frontend-1) }") in config

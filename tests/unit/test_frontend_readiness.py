@@ -86,3 +86,20 @@ def test_no_chat_is_sent_while_the_ready_path_says_no():
     frontend = Frontend(ready=503, chat=200)
     assert not _probe(frontend, was_ready=False).ready
     assert frontend.chats() == []
+
+
+def test_a_unix_socket_deeper_than_a_socket_address_holds_is_still_reached(tmp_path):
+    import socket
+
+    from dis_serve.coordination.probes import SOCKET_PATH_MAX, reachable_socket
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = str(deep / "balancer.sock")
+    assert len(path) > SOCKET_PATH_MAX
+    with reachable_socket(path) as short, socket.socket(socket.AF_UNIX) as server:
+        server.bind(short)
+        server.listen()
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(short)
+    assert (deep / "balancer.sock").exists()

@@ -25,7 +25,10 @@ Signals (read from Dynamo 1.6.1's behaviour):
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -139,6 +142,25 @@ def probe_process(client: httpx.Client, spec: ProcessSpec, plan: LaunchPlan, *,
     return Probe(answered=True, ready=True)
 
 
+# A Unix socket's address holds 107 bytes of path (sun_path, less its NUL).
+SOCKET_PATH_MAX = 107
+
+
+@contextlib.contextmanager
+def reachable_socket(path: str) -> Iterator[str]:
+    """`path`, or where a path too long for a socket address reaches the same socket: through
+    its directory's descriptor (/proc/self/fd/N/name, which the kernel resolves like the
+    path itself). A run directory deep in a home or a test's tmp_path can be that long."""
+    if len(os.fsencode(path)) <= SOCKET_PATH_MAX:
+        yield path
+        return
+    directory = os.open(os.path.dirname(path) or ".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{directory}/{os.path.basename(path)}"
+    finally:
+        os.close(directory)
+
+
 def _probe_socket(socket_path: str, url: str, client: httpx.Client) -> Probe:
     """An HTTP GET through a Unix socket (the balancer's monitor: 200 while it can route,
     503 while no replica can), within the client's timeout."""
@@ -146,10 +168,11 @@ def _probe_socket(socket_path: str, url: str, client: httpx.Client) -> Probe:
 
     timeout = client.timeout.read or PROBE_TIMEOUT_S
     try:
-        with httpx.Client(transport=httpx.HTTPTransport(uds=socket_path), timeout=timeout,
-                          trust_env=False) as local:
+        with reachable_socket(socket_path) as path, httpx.Client(
+                transport=httpx.HTTPTransport(uds=path), timeout=timeout,
+                trust_env=False) as local:
             code = local.get(url).status_code
-    except httpx.HTTPError:
+    except (httpx.HTTPError, FileNotFoundError):
         return Probe(answered=False, ready=False)
     return Probe(answered=True, ready=code == 200)
 

@@ -137,12 +137,11 @@ def local_balancer_files(topo: Topology, plan: LaunchPlan, run_dir: Path) -> dic
     if spec is None:
         return {}
     paths = graph_pki_paths(topo.security, run_dir)
+    # haproxy works in the run directory (balancer_spec's -C): names relative to it.
     settings = BalancerSettings(
         bind_host=topo.frontend.local_host, bind_port=topo.frontend.port, floating=False,
-        model_name=topo.model.name, replicas=_replicas(plan),
-        monitor_socket=spec.readiness.socket or str(run_dir / MONITOR_SOCKET),
-        hold_socket=str(run_dir / HOLD_SOCKET),
-        hold_script=str(run_dir / hold_script_name(LOCAL_NODE)),
+        model_name=topo.model.name, replicas=_replicas(plan), monitor_socket=MONITOR_SOCKET,
+        hold_socket=HOLD_SOCKET, hold_script=hold_script_name(LOCAL_NODE),
         tls=_balancer_tls(topo, paths, run_dir, LOCAL_NODE))
     return {hold_script_name(LOCAL_NODE): hold_script_text(),
             balancer_config_name(LOCAL_NODE): haproxy_config(settings)}
@@ -167,8 +166,8 @@ def balancer_settings(ctx: NodeContext) -> BalancerSettings:
     return BalancerSettings(
         bind_host=bind, bind_port=front.port, floating=floating is not None,
         model_name=ctx.topo.model.name, replicas=_replicas(ctx.whole),
-        monitor_socket=str(ctx.data_dir / MONITOR_SOCKET),
-        hold_socket=str(ctx.data_dir / HOLD_SOCKET),
+        # haproxy works in the node's data directory (balancer_spec's -C).
+        monitor_socket=MONITOR_SOCKET, hold_socket=HOLD_SOCKET,
         hold_script=str(ctx.run_dir / hold_script_name(ctx.node.name)),
         tls=balancer_tls(ctx.topo, ctx.run_dir, ctx.node.name))
 

@@ -384,10 +384,14 @@ def balancer_spec(topo: Topology, *, run_dir: str, node: str, data_dir: str,
                   name: str, haproxy: str = "haproxy") -> ProcessSpec:
     """haproxy on `node` in front of every frontend replica; ready while its monitor says
     a replica can route (`haproxy -W`: the master this supervisor owns; `-db`: in the
-    foreground)."""
+    foreground). It works in `data_dir` (`-C`), where its Unix sockets are named
+    relatively: haproxy takes socket paths of at most 97 bytes, shorter than many a run
+    directory's."""
+    config = (balancer_config_name(node) if run_dir == data_dir
+              else f"{run_dir}/{balancer_config_name(node)}")
     return ProcessSpec(
         name=name, kind=ProcessKind.BALANCER,
-        argv=[haproxy, "-W", "-db", "-f", f"{run_dir}/{balancer_config_name(node)}"],
+        argv=[haproxy, "-W", "-db", "-C", data_dir, "-f", config],
         ports={"http": topo.frontend.port},
         readiness=Readiness(kind=ProbeKind.HTTP, url=MONITOR_URL,
                             socket=f"{data_dir}/{MONITOR_SOCKET}"))

@@ -53,7 +53,7 @@ PIDS+=($!)
 FRONTEND_PID=$!
 
 # balancer
-haproxy -W -db -f rendered/local/balancer-machine.cfg >"$LOGS/balancer.log" 2>&1 &
+haproxy -W -db -C rendered/local -f balancer-machine.cfg >"$LOGS/balancer.log" 2>&1 &
 PIDS+=($!)
 BALANCER_PID=$!
 
