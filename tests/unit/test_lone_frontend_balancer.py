@@ -86,7 +86,7 @@ def test_a_frontend_port_taken_by_etcd_is_named_with_its_default():
 
 
 def test_the_last_port_leaves_no_room_for_the_frontend_behind_it():
-    with pytest.raises(ValidationError, match="passes 65535; set frontend.replica_port"):
+    with pytest.raises(ValidationError, match=r"passes 65535; set frontend\.replica_port"):
         _topo(port=65535)
 
 
