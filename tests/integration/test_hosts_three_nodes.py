@@ -221,7 +221,7 @@ def test_a_prepared_graph_started_on_three_nodes_is_watched_by_name(prepared):
     code, observed = _observed(prepared.home)
     assert code == 0 and observed["router"] == "prefill 1/1, decode 2/2"
     assert {p["name"]: p["node"] for p in observed["processes"]} == {
-        "etcd": "n1", "nats": "n1", "frontend": "n1", "prefill-0": "n1",
+        "etcd": "n1", "nats": "n1", "frontend": "n1", "balancer": "n1", "prefill-0": "n1",
         "decode-0": "n2", "decode-1": "n3"}
 
 
@@ -239,7 +239,7 @@ def test_a_fault_on_a_named_node_goes_through_the_run_directory_to_its_agent(
                       and _observed(prepared.home)[1]["phase"] == "ready", timeout=30)
 
 
-@pytest.mark.parametrize("process", ["frontend", "etcd", "nats"])
+@pytest.mark.parametrize("process", ["frontend", "balancer", "etcd", "nats"])
 def test_a_sigkilled_head_process_is_back_within_10_s_with_a_chat_served(prepared, process):
     """The head's agent restarts it; a streamed chat is served again within 10 s of the
     kill (a frontend's restart fails the requests sent meanwhile, so it is retried)."""
