@@ -18,8 +18,9 @@ install: system-packages $(STAMP)
 # its own config), iproute2 for the multi-node test bed (tests/netns_cluster.py: network
 # namespaces on a bridge), prometheus for `up --prometheus` and its test, and for the MPI rank
 # test Open MPI, mpi4py and the unversioned libpmix.so that Slurm's mpi/pmix plugin loads;
-# haproxy and keepalived (with curl, its health check) for the frontend replicas' load balancer
-# and floating address (render/balancer.py).
+# haproxy and keepalived (with curl, its health check) for the load balancer in front of the
+# frontends (every graph's by default: frontend.balancer) and the floating address
+# (render/balancer.py).
 # Debian's packages, installed only as root and only if missing.
 SYSTEM_PACKAGES = slurm-wlm munge iproute2 prometheus openmpi-bin python3-mpi4py libpmix-dev \
   haproxy keepalived curl

@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from dis_serve.launch.graph import start_graph
-from dis_serve.render.balancer import balancer_config_name
+from dis_serve.render.balancer import balancer_config_name, hold_script_name
 from dis_serve.render.launch_plan import LOCAL_NODE
 from dis_serve.topology import ProcessKind, Topology
 from relocate import relocated_demo
@@ -56,13 +56,13 @@ def ttft_s(client: httpx.Client, endpoint: str, model: str) -> float:
 
 
 def _without_no_delay(run_dir: Path, scratch: Path) -> Path:
-    """The graph's balancer config less `option http-no-delay`, on ALT_PORT, its own
-    sockets."""
+    """The graph's balancer config less `option http-no-delay`, on ALT_PORT, working in
+    `scratch` (its Unix sockets are named relative to haproxy's directory)."""
     config = (run_dir / balancer_config_name(LOCAL_NODE)).read_text()
     assert NO_DELAY in config
     config = config.replace(NO_DELAY, "").replace(f":{BASE_PORT}\n", f":{ALT_PORT}\n")
-    for socket in ("balancer.sock", "hold.sock"):
-        config = config.replace(str(run_dir / socket), str(scratch / socket))
+    script = hold_script_name(LOCAL_NODE)
+    (scratch / script).write_text((run_dir / script).read_text())
     path = scratch / "no-delay-off.cfg"
     path.write_text(config)
     return path
@@ -78,8 +78,11 @@ def main() -> int:
         status = graph.status()
         frontend = next(p for p in status.processes if p.kind is ProcessKind.FRONTEND)
         run_dir = Path(status.run_dir)
-        haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(_without_no_delay(
-            run_dir, Path(tmp)))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        scratch = Path(tmp) / "no-delay-off"
+        scratch.mkdir()
+        haproxy = subprocess.Popen(["haproxy", "-db", "-C", str(scratch), "-f", str(
+            _without_no_delay(run_dir, scratch))], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
         try:
             urls = {"direct": f"http://127.0.0.1:{frontend.ports['replica']}",
                     "balancer": graph.endpoint, "no-delay-off": f"http://127.0.0.1:{ALT_PORT}"}
