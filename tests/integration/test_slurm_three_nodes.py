@@ -152,7 +152,7 @@ def _serves_at_the_head_with_every_process_on_its_node(cluster, home, run, endpo
     status = _cli(cluster, home, "status", "it-3node")
     assert "router: prefill 1/1, decode 2/2" in status.stdout, status.stdout
     assert _listening(cluster, "n1") == {
-        "etcd": {HEAD}, "nats-server": {HEAD}, "dynamo.frontend": {HEAD},
+        "etcd": {HEAD}, "nats-server": {HEAD}, "dynamo.frontend": {HEAD}, "haproxy": {HEAD},
         MOCKER_MODULE: {HEAD}}
     assert _listening(cluster, "n2") == {MOCKER_MODULE: {"198.18.0.12"}}
     assert _listening(cluster, "n3") == {MOCKER_MODULE: {"198.18.0.13"}}

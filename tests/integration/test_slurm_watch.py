@@ -30,8 +30,8 @@ DIS_SERVE = str(Path(sys.executable).parent / "dis-serve")
 NAME = "it-3watch"
 BASE = 18940
 ENDPOINT = f"https://198.18.0.11:{BASE}"  # HTTPS off loopback, by default
-NODES = {"etcd": "node0", "nats": "node0", "frontend": "node0", "prefill-0": "node0",
-         "decode-0": "node1", "decode-1": "node2"}
+NODES = {"etcd": "node0", "nats": "node0", "frontend": "node0", "balancer": "node0",
+         "prefill-0": "node0", "decode-0": "node1", "decode-1": "node2"}
 PAUSE_S = 20
 TOP_WINDOW_S, TOP_REQUESTS = 6.0, 5
 

@@ -121,7 +121,7 @@ def test_a_frontend_given_up_over_a_held_port_comes_back_on_the_slow_clock(tmp_p
     with start_graph(Topology.model_validate(data), run_root=tmp_path) as graph:
         frontend = graph.status().process("frontend")
         os.killpg(frontend.pid, signal.SIGKILL)
-        with _hold_port(frontend.ports["http"]):
+        with _hold_port(frontend.ports["replica"]):  # behind the balancer
             assert wait_until(lambda: graph.status().process("frontend").state
                               is ProcessState.FAILED, timeout=15)
             status = graph.status()
