@@ -14,12 +14,13 @@ from dis_serve.topology import Mode, Topology
 # The planner's integration ports are 38000-38999; Dynamo reads DYN_SYSTEM_PORT as a signed
 # 16-bit number, so the workers' system ports must stay below 32768.
 PORTS = {"frontend": 38400, "etcd_client": 38401, "etcd_peer": 38402, "nats": 38403,
-         "system_base": 32400}
+         "frontend_behind_balancer": 38404, "system_base": 32400}
 
 
 def on_test_ports(topo: Topology) -> Topology:
     data = topo.model_dump(mode="json", exclude_unset=True)
-    data["frontend"] = {"host": "127.0.0.1", "port": PORTS["frontend"]}
+    data["frontend"] = {"host": "127.0.0.1", "port": PORTS["frontend"],
+                        "replica_port": PORTS["frontend_behind_balancer"]}
     data["coordination"] = {"etcd": {"client_port": PORTS["etcd_client"],
                                      "peer_port": PORTS["etcd_peer"]},
                             "nats": {"port": PORTS["nats"]}}

@@ -131,7 +131,7 @@ def test_top_once_scrapes_every_nodes_processes_at_their_addresses(graph):
     frame = _top_once_around_requests(cluster, home, run)
     rows = {p["name"]: p for p in frame["processes"]}
     assert {name: p["node"] for name, p in rows.items()} == {
-        k: v for k, v in NODES.items() if k not in ("etcd", "nats")}
+        k: v for k, v in NODES.items() if k not in ("etcd", "nats", "balancer")}
     assert all(p["state"] == "ready" for p in rows.values()), rows
     assert all(p["requests_per_s"] is not None and p["active"] == 0 for p in rows.values())
     window = frame["window_s"]

@@ -118,3 +118,23 @@ def test_a_hosts_or_slurm_graph_without_the_balancer_runs_one_frontend_at_the_po
     assert not any(p.kind is ProcessKind.BALANCER for n in plan.nodes for p in n.processes)
     frontend = next(p for p in plan.head.processes if p.kind is ProcessKind.FRONTEND)
     assert frontend.ports == {"http": 8000}
+
+
+def test_the_routers_view_of_the_workers_is_read_from_the_frontend_not_its_balancer():
+    """The balancer holds requests while no frontend can route, which is exactly when the
+    supervisor must read which workers a frontend lost (etcd restarted empty)."""
+    import httpx
+
+    from dis_serve.coordination.probes import router_view
+
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return httpx.Response(503, json={"namespaces": {}})
+
+    plan = _local(_topo())
+    with httpx.Client(transport=httpx.MockTransport(answer)) as client:
+        router_view(client, plan)
+    assert asked == ["http://127.0.0.1:8001/v1/models/demo-model/ready"]
+    assert _local(_topo(balancer=False)).router_url is None  # the endpoint is the frontend

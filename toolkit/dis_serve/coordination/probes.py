@@ -239,8 +239,9 @@ def expected_workers(plan: LaunchPlan, workers: list[ProcessSpec] | None = None)
 
 def router_view(client: httpx.Client, plan: LaunchPlan,
                 workers: list[ProcessSpec] | None = None) -> RouterView:
+    """Which workers the router sees, from a frontend itself (not through its balancer)."""
     expected = expected_workers(plan, workers)
-    url = f"{plan.endpoint}{model_ready_path(plan.model_name)}"
+    url = f"{plan.router_url or plan.endpoint}{model_ready_path(plan.model_name)}"
     _code, body = _get_json(client, url)  # 503 while a worker type is missing: still read it
     seen: dict[str, int] = {}
     if isinstance(body, dict):

@@ -30,6 +30,7 @@ from .launch_plan import (
     nats_config_name,
     nats_spec,
     planner_specs,
+    router_url,
     vrrp_spec,
     worker_spec,
 )
@@ -335,6 +336,6 @@ def resolved_launch_plan(plan: ClusterPlan, values: dict[str, str], run_dir: Pat
     return LaunchPlan(
         name=plan.name, namespace=plan.namespace, run_dir=run_dir,
         endpoint=resolve_runtime(plan.endpoint, values), model_name=plan.model_name,
-        endpoint_tls=plan.endpoint_tls_with(values),
+        endpoint_tls=plan.endpoint_tls_with(values), router_url=router_url(processes),
         model_path=resolve_runtime(plan.model_path, values),
         needs_model_card=plan.needs_model_card, processes=processes, revision=plan.revision)

@@ -190,6 +190,12 @@ class LaunchPlan(BaseModel):
         default=None, exclude_if=lambda tls: tls is None,
         description="What a client of an https endpoint needs: the graph's CA (and the "
                     "client certificate when the frontend asks for one).")
+    router_url: str | None = Field(
+        default=None, exclude_if=lambda url: url is None,
+        description="Base URL of a frontend itself (the first), where the supervisor reads "
+                    "which workers the router sees, when `endpoint` is a balancer's: the "
+                    "balancer holds requests while no frontend can route, which is when that "
+                    "view matters (a frontend that lost the workers' registrations).")
     model_name: str
     model_path: str
     needs_model_card: bool = Field(
@@ -214,6 +220,14 @@ class LaunchPlan(BaseModel):
     @property
     def workers(self) -> list[ProcessSpec]:
         return [p for p in self.processes if p.kind is ProcessKind.WORKER]
+
+
+def router_url(processes: list[ProcessSpec]) -> str | None:
+    """LaunchPlan.router_url of a graph running `processes`: its first frontend's own base
+    URL when a balancer stands in front of them."""
+    if not any(p.kind is ProcessKind.BALANCER for p in processes):
+        return None
+    return next(p.base_url for p in processes if p.kind is ProcessKind.FRONTEND)
 
 
 def client_host(bind_host: str, own_address: str = LOOPBACK) -> str:
@@ -445,6 +459,6 @@ def render_launch_plan(topo: Topology, ctx: RenderContext,
     return LaunchPlan(
         name=topo.name, namespace=topo.namespace, run_dir=ctx.run_dir,
         endpoint=f"{'https' if https and tls else 'http'}://{url_host}:{topo.frontend.port}",
-        endpoint_tls=client_tls, model_name=topo.model.name,
+        endpoint_tls=client_tls, router_url=router_url(processes), model_name=topo.model.name,
         model_path=model_path, needs_model_card=needs_card, engine_configs=engine_configs,
         processes=processes, supervision=topo.supervision)
