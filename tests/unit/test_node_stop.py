@@ -5,6 +5,8 @@ here."""
 
 from __future__ import annotations
 
+import threading
+
 from conftest import GRAPHS, single_head_topology
 from dis_serve.launch.agent import NodeRunDir, node_launch_plan, runtime_values
 from dis_serve.launch.cluster_tls import write_cluster_ca
@@ -128,3 +130,21 @@ def test_a_node_that_never_stops_holds_the_stop_back_for_the_bounded_wait_only(t
 def _own_plan_specs(kind: ProcessKind):
     plan = render_slurm_plan(THREE_NODES, run_dir="/run")
     return [p for node in plan.nodes for p in node.processes if p.kind is kind][:1]
+
+
+def test_a_stop_request_from_a_signal_inside_another_ones_event_set_returns_at_once(tmp_path):
+    supervisor = Supervisor(_own_plan(tmp_path, "node0"), NodeRunDir(tmp_path, "node0"),
+                            ready_timeout_s=60.0)
+    supervisor.request_stop()
+
+    def second_signal() -> None:
+        # What the first handler holds when the second SIGTERM's handler runs on top of it
+        # in the same thread: the event's (non-reentrant) lock, inside Event.set.
+        with supervisor._stop._cond:
+            supervisor.request_stop()
+
+    handler = threading.Thread(target=second_signal, daemon=True)
+    handler.start()
+    handler.join(timeout=5)
+    assert not handler.is_alive()
+    assert supervisor.stop_requested

@@ -342,10 +342,12 @@ def _supervise_node(share: _NodeShare) -> int:
                             plan_source=PlanWatch(share.run.path / CLUSTER_PLAN_FILE,
                                                   share.read_own_plan))
     def on_stop(signum: int, _frame: object) -> None:
+        if supervisor.stop_requested:
+            return  # a second signal, perhaps inside the first one's Event.set (its lock)
         # os.write, not print: a handler must not re-enter the buffered stdout it interrupted
         os.write(1, f"[{share.node}] {signal.Signals(signum).name}: stopping\n".encode())
-        stop.set()
         supervisor.request_stop()
+        stop.set()
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_stop)

@@ -117,6 +117,7 @@ class Supervisor:
         self.finished = threading.Event()
         self.error: str | None = None
         self._stop = threading.Event()
+        self._stop_requested = False  # set before _stop, which a signal handler may re-enter
         self._secrets = secrets or GraphSecrets()
         self._slots = [self._new_slot(spec) for spec in plan.processes]
         self._phase = GraphPhase.STARTING
@@ -135,7 +136,18 @@ class Supervisor:
 
     # --- public -------------------------------------------------------------------------
     def request_stop(self) -> None:
+        """Safe in a signal handler, also in one that interrupts this very call: `down`
+        signals both a detached graph's keeper (which passes it on) and its supervisor, and
+        a second handler that ran while the first one's Event.set held the event's lock
+        (not reentrant) would wait for it forever in the same thread."""
+        if self._stop_requested:
+            return
+        self._stop_requested = True
         self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
 
     def run(self) -> None:
         """Thread body: start, supervise until stopped or failed, always stop everything."""
