@@ -107,10 +107,10 @@ def test_detached_demo_serves_chat_and_streaming_and_down_leaves_nothing(tmp_pat
 
 def test_two_graphs_run_side_by_side_on_loopback_and_down_all_stops_both(tmp_path):
     home = tmp_path / "home"
-    for name, base in (("it-side-a", 18050), ("it-side-b", 18070)):
-        up = _cli(home, "up", str(_topology_file(tmp_path, name, base)), "--detach")
-        assert up.returncode == 0, up.stderr
     try:
+        for name, base in (("it-side-a", 18050), ("it-side-b", 18070)):
+            up = _cli(home, "up", str(_topology_file(tmp_path, name, base)), "--detach")
+            assert up.returncode == 0, up.stderr
         states = [_state(home, "it-side-a"), _state(home, "it-side-b")]
         assert states[0].namespace != states[1].namespace
         for state in states:
@@ -124,6 +124,8 @@ def test_two_graphs_run_side_by_side_on_loopback_and_down_all_stops_both(tmp_pat
         down = _cli(home, "down", "--all")
     assert down.returncode == 0
     assert "stopped it-side-a" in down.stdout and "stopped it-side-b" in down.stdout
+    # Each supervisor stopped its graph itself, none had to be killed.
+    assert "without recording the stop" not in down.stdout, down.stdout
     for state in states:
         assert _processes_of(Path(state.run_dir)) == []
 
