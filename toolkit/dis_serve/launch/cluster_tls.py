@@ -67,7 +67,7 @@ def node_server_names(topo: Topology, address: str, serves_clients: bool) -> lis
 
 def serves_clients(topo: Topology, node: NodeProcesses) -> bool:
     """Whether clients call this node: it runs the balancer, or the lone frontend."""
-    entry = ProcessKind.BALANCER if topo.frontend.balancer else ProcessKind.FRONTEND
+    entry = topo.frontend.entry_kind
     return any(p.kind is entry for p in node.processes)
 
 

@@ -192,7 +192,7 @@ def port_key(spec: ProcessSpec, port_name: str, plan: LaunchPlan) -> str:
 def listen_host(spec: ProcessSpec, topo: Topology) -> str:
     """Where it listens on one machine: what clients connect to (the frontend, or the
     balancer in front of several replicas) at frontend.host; the rest on loopback."""
-    entry = ProcessKind.BALANCER if topo.frontend.balancer else ProcessKind.FRONTEND
+    entry = topo.frontend.entry_kind
     return topo.frontend.local_host if spec.kind is entry else "127.0.0.1"
 
 

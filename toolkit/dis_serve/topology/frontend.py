@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, model_validator
 
 from .base import Port, Strict
-from .enums import RouterMode
+from .enums import ProcessKind, RouterMode
 
 # More replicas than this buys nothing a larger machine would not: each is one process with
 # its own KV router, and every router follows every worker's KV events.
@@ -129,6 +129,11 @@ class Frontend(Strict):
             raise ValueError("frontend.balancer_url and frontend.floating_address are both "
                              "set; clients reach the replicas through one of them: keep one")
         return self
+
+    @property
+    def entry_kind(self) -> ProcessKind:
+        """The process clients call: the balancer, or the lone frontend without one."""
+        return ProcessKind.BALANCER if self.balancer else ProcessKind.FRONTEND
 
     @property
     def first_replica_port(self) -> int:
