@@ -19,6 +19,7 @@ import yaml
 from chat_load import ClientThreads
 from conftest import REPO, aiperf_processes, wait_until
 from dis_serve.launch.graph import start_graph
+from dis_serve.launch.node_data import lock_file
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, ProcessState
 from dis_serve.topology import Topology
@@ -143,22 +144,41 @@ def test_a_hung_worker_is_restarted_after_its_unanswered_probes(tmp_path, capsys
         assert all(_chat(graph) for _ in range(5))
 
 
-def test_deleting_the_run_directory_costs_the_supervisor_nothing(tmp_path):
+def test_deleting_the_run_directory_costs_the_supervisor_nothing(tmp_path, capsys):
     home = tmp_path / "home"
     topo = tmp_path / "it-rmrf.yaml"
     topo.write_text(yaml.safe_dump(relocated_demo("it-rmrf", 18490)))
-    up = _cli(home, "up", str(topo), "--detach")
-    assert up.wait(timeout=120) == 0, up.stderr.read()
     run = RunDir.for_graph("it-rmrf", home)
-    shutil.rmtree(run.path)
-    # The supervisor writes its record again, so `status` and `down` still find the graph.
-    assert wait_until(lambda: (s := run.read_state()) is not None
-                      and s.phase is GraphPhase.READY, timeout=5)
-    status = _cli(home, "status", "it-rmrf")
-    assert status.wait(timeout=60) == 0, status.stderr.read()
-    down = _cli(home, "down", "it-rmrf")
-    assert down.wait(timeout=60) == 0, down.stderr.read()
+    up = _cli(home, "up", str(topo), "--detach")
+    try:
+        assert up.wait(timeout=120) == 0, up.stderr.read()
+        # The balancer's sockets and the files haproxy restarts from live outside it.
+        own = Path(run.read_record().balancer_dir)
+        assert own.is_dir() and run.path.resolve() not in own.parents
+        shutil.rmtree(run.path)
+        # The supervisor writes its record again, so `status` and `down` still find the graph.
+        assert wait_until(lambda: (s := run.read_state()) is not None
+                          and s.phase is GraphPhase.READY, timeout=5)
+        # ... and it stays ready (the balancer's probe once failed within about 1.5 s; etcd,
+        # whose data and TLS files are still the run directory's, lasts about 27 s).
+        polled, until = 0, time.monotonic() + 5
+        while time.monotonic() < until:
+            status = _cli(home, "status", "it-rmrf")
+            out, err = status.communicate(timeout=60)
+            assert status.returncode == 0, out + err
+            polled += 1
+        state = run.read_state()
+        assert all(p.ready for p in state.processes), state.problems
+        assert _chat(state)  # through the balancer, at the endpoint clients use
+        with capsys.disabled():
+            print(f"\nready through {polled} status calls over 5 s after the rm -rf")
+    finally:  # also when a step failed: a graph left running holds the next run's ports
+        down = _cli(home, "down", "it-rmrf")
+        down.wait(timeout=60)
+    assert down.returncode == 0, down.stderr.read()
     assert _processes_mentioning(str(run.path)) == []
+    assert _processes_mentioning(str(own)) == []
+    assert not own.exists() and not lock_file(own).exists()
 
 
 def test_a_killed_bench_leaves_no_aiperf_and_a_second_one_cannot_overlap(tmp_path):

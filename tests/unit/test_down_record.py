@@ -1,11 +1,13 @@
 """`down` leaves an honest record: a supervisor that had to be killed mid-stop (it ignored
-SIGTERM past down's wait) never wrote its stop, so `down` writes it."""
+SIGTERM past down's wait) never wrote its stop, so `down` writes it; and it leaves nothing
+behind: the balancer's own directory goes once no one owns it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+from dis_serve.launch.node_data import claim_data_dir, lock_file
 from dis_serve.launch.process import create_time
 from dis_serve.launch.rundir import RunDir
 from dis_serve.launch.status import GraphPhase, GraphStatus
@@ -34,3 +36,15 @@ def test_a_supervisor_killed_mid_stop_is_recorded_stopped_by_down(tmp_path):
     assert result.had_supervisor and result.unrecorded and not result.stale
     assert "deaf: its supervisor ended without recording the stop; marked stopped" in \
         result.describe()
+
+
+def test_down_removes_the_balancers_directory_once_no_one_owns_it(tmp_path):
+    run = RunDir(tmp_path / "runs" / "gone")
+    run.prepare()
+    own = tmp_path / "dis-serve-me" / "gone@machine"
+    claim = claim_data_dir(own, "gone")
+    stop_run(run, balancer_dir=own)
+    assert own.is_dir()  # a live supervisor's: it removes the directory itself
+    claim.forget()  # as a killed supervisor's: the lock dies with its last holder
+    stop_run(run, balancer_dir=own)
+    assert not own.exists() and not lock_file(own).exists()

@@ -57,13 +57,14 @@ def test_a_replicated_graphs_record_lists_every_member_and_where_each_service_ru
     assert record.endpoints.frontend == "https://127.0.0.2:8000"  # the head's balancer
 
 
-def test_a_local_up_records_its_placement_before_anything_starts(tmp_path):
+def test_a_local_up_records_its_placement_before_anything_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "node-local"))  # the balancer's directory
     topo = Topology.model_validate(relocated_demo("rec-local", 19700))
     prepared = prepare_run(topo, tmp_path)
     try:
         record = prepared.run_dir.read_record()
     finally:
-        prepared.lock.release()
+        prepared.release()
     assert record is not None and record.placement is PlacementKind.LOCAL
     assert record.endpoints.frontend == prepared.plan.endpoint
     assert record.processes == [p.name for p in prepared.plan.processes]
@@ -102,10 +103,12 @@ def test_a_slurm_runs_job_is_the_one_its_record_names(tmp_path):
     assert handle.process_names()[-1] == "slurm-42"
 
 
-def test_the_doctor_reads_the_planes_with_the_tls_files_the_record_names(tmp_path):
+def test_the_doctor_reads_the_planes_with_the_tls_files_the_record_names(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "node-local"))  # the balancer's directory
     topo = Topology.model_validate(relocated_demo("rec-doctor", 19720))
     prepared = prepare_run(topo, tmp_path)
-    prepared.lock.release()
+    prepared.release()
     run = prepared.run_dir
     assert doctor_target(run).etcd_tls == pki_paths(run.path.resolve() / "tls")
     files = pki_paths(tmp_path / "elsewhere")

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from .disk_space import check_disk, needed_bytes
 from .events import SupervisorEvent
 from .model_card import write_model_card
 from .node_configs import write_local_balancer
+from .node_data import DataDirClaim, claim_data_dir, local_graph_dir
 from .orphans import Leftover, claim
 from .plan_watch import PlanWatch
 from .port_claims import claim_ports
@@ -62,6 +64,16 @@ class PreparedRun:
     # Held until everything this run started has stopped (run_lock.py).
     lock: RunLock | None = None
     record: RunRecord | None = None
+    # The balancer's own directory (node_data.local_graph_dir), held and removed like the lock.
+    balancer_claim: DataDirClaim | None = None
+
+    def release(self) -> None:
+        """Give up the balancer's directory (removed) and the lock: nothing this run started
+        runs any more, or nothing was started."""
+        if self.balancer_claim is not None:
+            self.balancer_claim.release()
+        if self.lock is not None:
+            self.lock.release()
 
 
 def prepare_run(topo: Topology, run_root: Path | None = None, *,
@@ -69,7 +81,7 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     """Everything before the first process starts: lock the graph's name, claim the run
     directory (stopping what a dead supervisor left) and the ports, preflight, render, keep
     the last `keep_runs` runs' logs, write the model card and engine configs. The caller
-    owns the returned lock (released here if anything fails)."""
+    owns the returned lock and balancer directory (released here if anything fails)."""
     run_dir = RunDir.for_graph(topo.name, run_root.resolve() if run_root else None)
     check_placement(topo)
     nats_token(topo.coordination.nats.auth)  # a missing token stops us before anything else
@@ -86,9 +98,11 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
+    # Outside the run directory, whose deletion the graph survives (node_data.py).
+    balancer_dir = local_graph_dir(topo, os.environ) if topo.frontend.balancer else None
     context = RenderContext(
         run_dir=run_dir.path.resolve(), python=sys.executable, etcd_bin=binaries.etcd,
-        haproxy_bin=binaries.haproxy,
+        haproxy_bin=binaries.haproxy, balancer_dir=balancer_dir,
         nats_bin=binaries.nats, model_path=local_model_dir(topo))
     plan = render_launch_plan(topo, context)
     check_memory(plan, topo)
@@ -98,6 +112,20 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
         from ..coordination.shared_planes import check_shared
 
         check_shared(topo)
+    balancer_claim = (claim_data_dir(balancer_dir, topo.name) if balancer_dir is not None
+                      else None)
+    try:
+        return _prepare_claimed(topo, run_dir, lock, keep_runs, cleaned, context, plan,
+                                balancer_claim)
+    except BaseException:
+        if balancer_claim is not None:
+            balancer_claim.release()
+        raise
+
+
+def _prepare_claimed(topo: Topology, run_dir: RunDir, lock: RunLock, keep_runs: int,
+                     cleaned: list[Leftover], context: RenderContext, plan: LaunchPlan,
+                     balancer_claim: DataDirClaim | None) -> PreparedRun:
     # An old etcd keeps the old workers' registrations (until their leases expire), which
     # the new frontend would route to. (Within one run they are kept: a restarted etcd or
     # NATS finds its data again.)
@@ -110,18 +138,21 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
     write_coordination_inputs(topo, run_dir)
-    write_local_balancer(topo, plan, run_dir.path.resolve())
+    if balancer_claim is not None:
+        write_local_balancer(topo, plan, run_dir.path.resolve(), balancer_claim.path)
     run_dir.write_launch_inputs(topo, plan, context)
     # Also replaces the record of an earlier run of this name elsewhere (a Slurm job's).
     record = build_record(topo, placement=PlacementKind.supervised_here(),
                           run_dir=str(run_dir.path.resolve()), frontend=plan.endpoint,
                           frontend_tls=plan.endpoint_tls,
-                          processes=[p.name for p in plan.processes])
+                          processes=[p.name for p in plan.processes],
+                          balancer_dir=None if balancer_claim is None
+                          else str(balancer_claim.path))
     run_dir.write_record(record)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
                        warnings=exposure_warnings(topo),
                        secrets=graph_secrets(topo, run_dir.path.resolve()),
-                       lock=lock, record=record)
+                       lock=lock, record=record, balancer_claim=balancer_claim)
 
 
 def write_coordination_inputs(topo: Topology, run_dir: RunDir) -> None:
@@ -225,8 +256,7 @@ class RunningGraph:
         self.supervisor.request_stop()
         self.supervisor.finished.wait()
         self._thread.join()
-        if self.prepared.lock is not None:
-            self.prepared.lock.release()
+        self.prepared.release()
         atexit.unregister(self.stop)
 
     def __enter__(self) -> RunningGraph:

@@ -132,12 +132,14 @@ def _balancer_tls(topo: Topology, paths: PkiPaths | None, run_dir: Path,
 
 def local_balancer_files(topo: Topology, plan: LaunchPlan, run_dir: Path) -> dict[str, str]:
     """A graph on one machine with a balancer: its configuration and hold script, by name in
-    the run directory (what `up` writes there, and `render` into local/ for launch.sh)."""
+    the directory haproxy works in (what `up` writes into the graph's own directory,
+    write_local_balancer, and `render` into local/ for launch.sh)."""
     spec = next((p for p in plan.processes if p.kind is ProcessKind.BALANCER), None)
     if spec is None:
         return {}
     paths = graph_pki_paths(topo.security, run_dir)
-    # haproxy works in the run directory (balancer_spec's -C): names relative to it.
+    # haproxy works in the directory of these files (balancer_spec's -C): names relative
+    # to it; the TLS files stay the run directory's (absolute).
     settings = BalancerSettings(
         bind_host=topo.frontend.local_host, bind_port=topo.frontend.port, floating=False,
         model_name=topo.model.name, replicas=_replicas(plan), monitor_socket=MONITOR_SOCKET,
@@ -147,16 +149,18 @@ def local_balancer_files(topo: Topology, plan: LaunchPlan, run_dir: Path) -> dic
             balancer_config_name(LOCAL_NODE): haproxy_config(settings)}
 
 
-def write_local_balancer(topo: Topology, plan: LaunchPlan, run_dir: Path) -> None:
-    """local_balancer_files into the run directory (and, over HTTPS, the balancer's
-    certificate bundles: the graph's own certificates), as a node's agent writes its
-    node's."""
+def write_local_balancer(topo: Topology, plan: LaunchPlan, run_dir: Path,
+                         balancer_dir: Path) -> None:
+    """local_balancer_files into `balancer_dir`, the graph's own directory outside the run
+    directory where haproxy works (RenderContext.balancer_dir), and over HTTPS the balancer's
+    certificate bundles (the graph's own certificates) into the run directory's, as a node's
+    agent writes its node's."""
     files = local_balancer_files(topo, plan, run_dir)
     paths = graph_pki_paths(topo.security, run_dir)
     if files and paths is not None and topo.frontend_https:
         write_balancer_bundles(paths, LOCAL_NODE, run_dir)
     for name, text in files.items():
-        write_atomic(run_dir / name, text, PRIVATE_FILE)
+        write_atomic(balancer_dir / name, text, PRIVATE_FILE)
 
 
 def balancer_settings(ctx: NodeContext) -> BalancerSettings:

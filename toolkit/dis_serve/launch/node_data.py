@@ -22,6 +22,14 @@ still owns it. The kernel drops the lock when the last holder dies, SIGKILL incl
   (`<graph>`, `<graph>-<job id>`) that a killed agent left;
 - `down` of a hosts graph and the end of the Slurm job (the batch script's EXIT trap,
   `dis-serve clear-data` on the head node) remove it when no agent owns it any more.
+A graph on one machine keeps its balancer's sockets, configuration and Lua in the same kind
+of directory, `<graph>@machine` (local_graph_dir): the run directory may be deleted while the
+graph runs (the supervisor writes its record again), and haproxy's sockets and the files it
+restarts from must not go with it. `up` claims it before it writes them and hands the lock to
+the detached keeper and supervisor as it hands them the graph's lock (the parent closes its
+copy: `forget`); the keeper removes it when it ends for good, a supervisor whose keeper was
+killed when it ends, `down` (from the run record) when no one owns it any more, and the next
+start of the graph when a killed supervisor left it.
 A lock file is removed only while locked and only if it is still the file at its path, so a
 process that opened it a moment earlier retries on the new one instead of sharing a ghost.
 """
@@ -41,6 +49,7 @@ from pathlib import Path
 
 from ..errors import RunError
 from ..files.private_path import ensure_private_dir, open_private
+from ..render.launch_plan import LOCAL_NODE
 from ..topology import Topology
 from .rundir import RunDir
 
@@ -62,6 +71,12 @@ def coordination_data_dir(topo: Topology, environ: Mapping[str, str],
     job = environ.get(SLURM_JOB_ENV)
     name = f"{topo.name}-{job}" if job else topo.name
     return Path(base) / f"dis-serve-{_user()}" / (f"{name}@{node}" if node else name)
+
+
+def local_graph_dir(topo: Topology, environ: Mapping[str, str]) -> Path:
+    """A graph on one machine: the directory its balancer works in (not made here), outside
+    the run directory and short (haproxy's socket paths)."""
+    return coordination_data_dir(topo, environ, LOCAL_NODE)
 
 
 def _user() -> str:
@@ -87,6 +102,13 @@ class DataDirClaim:
         """Remove the directory and its lock file, then drop the lock (idempotent)."""
         if self._fd is not None:
             _remove_locked(self.path, self._fd)
+            self._fd = None
+
+    def forget(self) -> None:
+        """Close this process's descriptor, leaving directory and lock to the processes it
+        forked (they share the lock on)."""
+        if self._fd is not None:
+            os.close(self._fd)
             self._fd = None
 
 

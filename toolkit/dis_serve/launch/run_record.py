@@ -74,6 +74,13 @@ class RunRecord(_Frozen):
     engine: Backend
     model_name: str
     run_dir: str
+    balancer_dir: str | None = Field(
+        default=None, exclude_if=lambda path: path is None,
+        description="A local graph's own private directory outside the run directory "
+                    "(launch/node_data.py): its balancer's sockets and the files haproxy "
+                    "restarts from, so that deleting the run directory costs the balancer "
+                    "nothing; removed by every stop. None: no balancer, or a multi-node "
+                    "graph (each node's agent keeps its own data directory).")
     started_at: float = Field(description="Unix time the handle started the run (sbatch "
                                           "returned; `up` or `prepare` began).")
     job_id: str | None = Field(default=None, description="The scheduler's id of the run "
@@ -129,16 +136,18 @@ def recorded_nodes(topo: Topology, addresses: list[str] | None = None) -> list[R
 def build_record(topo: Topology, *, placement: PlacementKind, run_dir: str, frontend: str,
                  frontend_tls: EndpointTls | None, processes: list[str],
                  addresses: list[str] | None = None, job_id: str | None = None,
-                 started_at: float | None = None) -> RunRecord:
+                 started_at: float | None = None,
+                 balancer_dir: str | None = None) -> RunRecord:
     """The record of a run of `topo` in `run_dir` (as this machine sees it); `addresses`
-    are a multi-node plan's node addresses (its head's serves etcd and NATS)."""
+    are a multi-node plan's node addresses (its head's serves etcd and NATS);
+    `balancer_dir` a local graph's own directory (RunRecord.balancer_dir)."""
     nodes = recorded_nodes(topo, addresses)
     etcd, nats = plane_urls(topo, nodes if placement.multi_node else None)
     coord = topo.coordination
     runs_planes = EtcdMode.EMBEDDED is coord.etcd.mode or coord.nats.mode is NatsMode.EMBEDDED
     return RunRecord(
         name=topo.name, namespace=topo.namespace, placement=placement, engine=topo.backend,
-        model_name=topo.model.name, run_dir=run_dir,
+        model_name=topo.model.name, run_dir=run_dir, balancer_dir=balancer_dir,
         started_at=time.time() if started_at is None else started_at, job_id=job_id,
         nodes=nodes, endpoints=RecordedEndpoints(frontend=frontend, etcd=etcd, nats=nats),
         tls=RecordedTls(planes=graph_pki_paths(topo.security, run_dir) if runs_planes

@@ -265,7 +265,7 @@ def _service(graph: _Graph, node: NodeLayout, slot: ServiceSlot,
                                        "ports": {"replica": target.http_port}})
     data = runtime(DATA_DIR_VAR)
     if slot.kind is ProcessKind.BALANCER:
-        return balancer_spec(topo, run_dir=graph.ctx.run_dir, node=node.name,
+        return balancer_spec(topo, config_dir=graph.ctx.run_dir, node=node.name,
                              data_dir=data, name=slot.name, haproxy=graph.ctx.haproxy_bin)
     return vrrp_spec(run_dir=graph.ctx.run_dir, node=node.name, data_dir=data,
                      name=slot.name, keepalived=graph.ctx.keepalived_bin)

@@ -173,6 +173,12 @@ class RenderContext(BaseModel):
     etcd_bin: str = Field(default="etcd")
     nats_bin: str = Field(default="nats-server")
     haproxy_bin: str = Field(default="haproxy")
+    balancer_dir: Path | None = Field(
+        default=None,
+        description="Where the balancer keeps its Unix sockets, configuration and Lua: `up`'s "
+                    "private directory outside the run directory (launch/node_data.py), so "
+                    "that deleting the run directory costs the balancer nothing. Default: the "
+                    "run directory (`render`'s launch.sh).")
     model_path: str | None = Field(
         default=None,
         description="Local model directory the workers load (mocker: the generated card). "
@@ -385,8 +391,8 @@ def _frontends(topo: Topology, target: TargetParams, client_tls: EndpointTls | N
         specs.append(spec.model_copy(update={
             "name": spec.name if replicas == 1 else f"frontend-{i}", "replicas": replicas,
             "ports": {"replica": port}}))
-    run_dir = str(ctx.run_dir)
-    return [*specs, balancer_spec(topo, run_dir=run_dir, node=LOCAL_NODE, data_dir=run_dir,
+    own = str(ctx.balancer_dir or ctx.run_dir)
+    return [*specs, balancer_spec(topo, config_dir=own, node=LOCAL_NODE, data_dir=own,
                                   name="balancer", haproxy=ctx.haproxy_bin)]
 
 
@@ -394,15 +400,16 @@ def _frontends(topo: Topology, target: TargetParams, client_tls: EndpointTls | N
 LOCAL_NODE = "machine"
 
 
-def balancer_spec(topo: Topology, *, run_dir: str, node: str, data_dir: str,
+def balancer_spec(topo: Topology, *, config_dir: str, node: str, data_dir: str,
                   name: str, haproxy: str = "haproxy") -> ProcessSpec:
-    """haproxy on `node` in front of every frontend replica; ready while its monitor says
-    a replica can route (`haproxy -W`: the master this supervisor owns; `-db`: in the
-    foreground). It works in `data_dir` (`-C`), where its Unix sockets are named
-    relatively: haproxy takes socket paths of at most 97 bytes, shorter than many a run
-    directory's."""
-    config = (balancer_config_name(node) if run_dir == data_dir
-              else f"{run_dir}/{balancer_config_name(node)}")
+    """haproxy on `node` in front of every frontend replica, its configuration in
+    `config_dir` (a cluster's shared run directory; a local graph's own directory); ready
+    while its monitor says a replica can route (`haproxy -W`: the master this supervisor
+    owns; `-db`: in the foreground). It works in `data_dir` (`-C`), where its Unix sockets
+    are named relatively: haproxy takes socket paths of at most 97 bytes, shorter than many
+    a run directory's."""
+    config = (balancer_config_name(node) if config_dir == data_dir
+              else f"{config_dir}/{balancer_config_name(node)}")
     return ProcessSpec(
         name=name, kind=ProcessKind.BALANCER,
         argv=[haproxy, "-W", "-db", "-C", data_dir, "-f", config],

@@ -121,7 +121,9 @@ class Coordination(Strict):
                     "node's agent through a lock, removed when it stops, else by `down`, the "
                     "Slurm job's end or the graph's next start there). Default: $TMPDIR, "
                     "else /tmp; never the shared run directory. A local graph keeps its data "
-                    "in its run directory.")
+                    "in its run directory, and its balancer's sockets and configuration in "
+                    "dis-serve-<user>/<graph>@machine under this directory (owned and removed "
+                    "alike).")
 
     @property
     def embedded(self) -> tuple[ProcessKind, ...]:

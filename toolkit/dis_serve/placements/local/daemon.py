@@ -11,7 +11,9 @@ because nothing in `up` has started a thread by then, nor has the keeper.
 The keeper (keeper.py, shared with the node agents) restarts a supervisor that dies any
 other way than a stop or a failure; keeper.py says why it restarts everything rather than
 adopting the running children. Here it holds the graph's lock (run_lock.py) and its pid is
-in the lock file, so `down` signals it (and the supervisor).
+in the lock file, so `down` signals it (and the supervisor). It also holds the balancer's
+own directory (launch/node_data.py) and removes it when it ends for good; a supervisor that
+outlived a killed keeper removes it when it ends.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ...errors import RunError
 from ...launch.events import SupervisorEvent, describe
 from ...launch.graph import PreparedRun, prepare_run
 from ...launch.keeper import STOP_SIGNALS, keep_supervised, unblock_stop_signals
+from ...launch.node_data import DataDirClaim, remove_unowned
 from ...launch.plan_watch import PlanWatch
 from ...launch.rundir import DEFAULT_KEEP_RUNS, RunDir
 from ...launch.secrets import graph_secrets
@@ -57,16 +60,23 @@ def start_detached(topo: Topology, *, run_root: Path | None = None,
     if pid == 0:
         if prepared.lock is not None:
             prepared.lock.record_holder()  # `down` now signals the supervisor
-        _daemon_main(run_dir, ready_timeout_s)  # never returns
+        _daemon_main(run_dir, ready_timeout_s, prepared.balancer_claim)  # never returns
+    claim = prepared.balancer_claim
     try:
         return _wait_ready(run_dir, pid, ready_timeout_s + STOP_MARGIN_S), prepared
-    except KeyboardInterrupt:
-        os.kill(pid, signal.SIGTERM)
-        os.waitpid(pid, 0)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+        if claim is not None:  # the keeper is gone; one that was killed could not remove it
+            claim.forget()
+            remove_unowned(claim.path)
         raise
     finally:
         if prepared.lock is not None:
             prepared.lock.forget()  # the supervisor holds it on
+        if claim is not None:
+            claim.forget()
 
 
 def _wait_ready(run_dir: RunDir, pid: int, timeout_s: float) -> GraphStatus:
@@ -100,15 +110,27 @@ def _wait_ready(run_dir: RunDir, pid: int, timeout_s: float) -> GraphStatus:
         time.sleep(POLL_S)
 
 
-def _daemon_main(run_dir: RunDir, ready_timeout_s: float) -> None:
+def _daemon_main(run_dir: RunDir, ready_timeout_s: float,
+                 claim: DataDirClaim | None) -> None:
     code = 1
+    keeper = os.getpid()
+
+    def supervise_once() -> int:
+        status = supervise(run_dir, ready_timeout_s)
+        if claim is not None and os.getppid() != keeper:  # no keeper left to remove it
+            claim.release()
+        return status
+
     try:
         os.setsid()
         _redirect_stdio(run_dir.supervisor_log)
-        code = keep_supervised(run_dir, lambda: supervise(run_dir, ready_timeout_s))
+        code = keep_supervised(run_dir, supervise_once)
     except BaseException:  # the child must never return into the CLI's code
         traceback.print_exc()
     finally:
+        if claim is not None:  # the graph has stopped for good
+            with contextlib.suppress(OSError):
+                claim.release()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -203,7 +203,9 @@ class LocalHandle(RunHandle):
         if self._graph is not None:
             self._graph.stop()
             return StopReport(name=self.name, was_running=True, lines=[f"stopped {self.name}"])
-        result = stop_run(self._run)
+        record = self._record or self._run.read_record()
+        result = stop_run(self._run, balancer_dir=Path(record.balancer_dir)
+                          if record is not None and record.balancer_dir else None)
         return StopReport(name=result.name, was_running=result.had_supervisor or result.stale
                           or bool(result.leftovers), lines=result.describe())
 

@@ -1,13 +1,16 @@
 """Stop a local graph from any shell: its supervisor (and whoever holds its lock) is asked
 to stop and waited for; whatever a dead supervisor left is stopped by pid; what its
-namespace left on a shared etcd/NATS is removed."""
+namespace left on a shared etcd/NATS is removed, and so is the balancer's own directory
+once no one owns it (launch/node_data.py)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...errors import RunError
+from ...launch.node_data import remove_unowned
 from ...launch.orphans import Leftover, kill_leftovers, supervisor_alive
 from ...launch.run_lock import lock_holder
 from ...launch.rundir import RunDir
@@ -54,9 +57,18 @@ class StopResult:
         return lines
 
 
-def stop_run(run: RunDir, timeout_s: float = 60.0) -> StopResult:
+def stop_run(run: RunDir, timeout_s: float = 60.0, *,
+             balancer_dir: Path | None = None) -> StopResult:
     """Ask the graph's supervisor to stop it (SIGTERM) and wait; clean up whatever remains
-    (everything, when the supervisor is gone)."""
+    (everything, when the supervisor is gone), `balancer_dir` (the run record's) included."""
+    try:
+        return _stop(run, timeout_s)
+    finally:
+        if balancer_dir is not None:
+            remove_unowned(balancer_dir)  # its owners have stopped, or it stays theirs
+
+
+def _stop(run: RunDir, timeout_s: float) -> StopResult:
     status = run.read_state()
     # Whoever holds the graph's lock owns it, also while it starts and has no state yet.
     holder = lock_holder(run)
