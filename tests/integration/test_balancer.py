@@ -95,12 +95,14 @@ def test_haproxy_accepts_the_balancer_a_graph_on_one_machine_writes(tmp_path, re
     topo = Topology.model_validate(data)
     assert topo.frontend_https
     write_pki(issue_graph_pki(topo.name, ["127.0.0.1"]), tmp_path / TLS_DIR)
-    plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path))
-    write_local_balancer(topo, plan, tmp_path)
-    config = tmp_path / balancer_config_name(LOCAL_NODE)
+    own = tmp_path / "own"  # the balancer's own directory, outside the run directory
+    own.mkdir(mode=0o700)
+    plan = render_launch_plan(topo, RenderContext(run_dir=tmp_path, balancer_dir=own))
+    write_local_balancer(topo, plan, tmp_path, own)
+    config = own / balancer_config_name(LOCAL_NODE)
     text = config.read_text()
     assert all(f"127.0.0.1:{topo.frontend.first_replica_port + i}" in text
                for i in range(replicas)), text
-    checked = subprocess.run([_binary("haproxy"), "-c", "-C", str(tmp_path), "-f", str(config)],
+    checked = subprocess.run([_binary("haproxy"), "-c", "-C", str(own), "-f", str(config)],
                              capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
