@@ -305,7 +305,12 @@ def test_a_frozen_head_node_degrades_the_graph_which_serves_on_and_is_ready_afte
         print(f"\nFIGURES {json.dumps({'ready_after_sigcont_s': back, 'holder': _holder(run)})}")
         time.sleep(max(0.0, resumed_at + WOKEN_S - time.monotonic()))  # a watch window
         woken = _judge(load, resumed_at + back, f"{WOKEN_S} s after SIGCONT")
-        assert _ready(cluster, home), _diagnosis(cluster, home, run)
+        # A head frozen past the etcd lease of its frontend finds that lease gone once it
+        # runs again, and Dynamo shuts the frontend down (exit 0) on its own, possibly after
+        # the graph was ready: the supervisor restarts it (seen in CI, at this very check).
+        # The load above judged what clients saw meanwhile; here the graph must come back.
+        assert wait_until(lambda: _ready(cluster, home), timeout=45), \
+            _diagnosis(cluster, home, run)
     assert observed["phase"] == "degraded", observed
     assert any(problem.startswith(f"node {HEAD}:") for problem in observed["problems"])
     assert {p["node"] for p in observed["processes"] if p["state"] == "gone"} == {HEAD}

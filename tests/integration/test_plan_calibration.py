@@ -81,11 +81,16 @@ def test_factors_fitted_at_one_load_correct_the_prediction_at_another(measured_r
     before = predict_measured(model, high, request.gpus_per_node)
     model.calibrate(calibration.prefill, calibration.decode)
     after = predict_measured(model, high, request.gpus_per_node)
+    # The truth is 30-50% off the plan's tables; what the 2-core machine's other load adds to a
+    # measured TTFT (10-16% seen under a parallel test run) must not pass for the fit's error:
+    # the calibrated prediction is judged against the uncalibrated one, and loosely alone.
     for measured, uncalibrated, calibrated in ((high.ttft_ms, before.ttft_mean_ms,
                                                 after.ttft_mean_ms),
                                                (high.itl_ms, before.itl_ms, after.itl_ms)):
-        assert abs(uncalibrated / measured - 1) > 0.10
-        assert calibrated == pytest.approx(measured, rel=0.10)
+        error_before, error_after = abs(uncalibrated / measured - 1), abs(calibrated / measured - 1)
+        assert error_before > 0.15
+        assert error_after < error_before / 2
+        assert calibrated == pytest.approx(measured, rel=0.20)
 
 
 def test_plan_calibrate_shows_saves_and_plans_with_the_factors(measured_run, tmp_path):
