@@ -11,10 +11,12 @@ from dis_serve.plan.recommend import make_plan
 from dis_serve.plan.request import build_request
 from dis_serve.topology import Mode, Topology
 
-# The planner's integration ports are 38000-38999; Dynamo reads DYN_SYSTEM_PORT as a signed
-# 16-bit number, so the workers' system ports must stay below 32768.
-PORTS = {"frontend": 38400, "etcd_client": 38401, "etcd_peer": 38402, "nats": 38403,
-         "frontend_behind_balancer": 38404, "system_base": 32400}
+# Below 32768, where this machine's outgoing connections take their ports (Linux's
+# ip_local_port_range starts there: a full test run found the old 38400 taken by one), and
+# Dynamo reads DYN_SYSTEM_PORT as a signed 16-bit number, so the workers' system ports
+# must stay there too.
+PORTS = {"frontend": 31900, "etcd_client": 31901, "etcd_peer": 31902, "nats": 31903,
+         "frontend_behind_balancer": 31904, "system_base": 32400}
 
 
 def on_test_ports(topo: Topology) -> Topology:
