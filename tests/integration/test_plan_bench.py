@@ -42,16 +42,31 @@ def _row(section: str, name: str) -> list[float]:
     return [float(cell.replace(",", "")) for cell in line.strip("|").split("|")[1:]]
 
 
-def test_bench_of_an_emitted_graph_tables_plan_replay_and_measurement_and_ledgers_them(
-        tmp_path):
-    emitted, ledger = tmp_path / "planned.yaml", tmp_path / "ledger.jsonl"
-    planned = _cli(*PLAN, "--out", tmp_path / "plan", "--emit", emitted, "--mock",
-                   ledger=ledger)
-    assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory) -> Path:
+    """The graph `plan --emit --mock` wrote for PLAN, replayed, with its plan directory
+    (plan/plan.json) beside it; one plan for the module, each test moving it to its own
+    ports. Planned with an empty ledger: no earlier measurement corrects it."""
+    work = tmp_path_factory.mktemp("planned")
+    emitted = work / "planned.yaml"
+    done = _cli(*PLAN, "--out", work / "plan", "--emit", emitted, "--mock",
+                ledger=work / "empty-ledger.jsonl")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    return emitted
+
+
+def _moved(emitted: Path, folder: Path, name: str, base: int) -> Path:
     # Only the ports move: mocker.profile_data still leads bench to the plan beside it.
-    graph = tmp_path / "planned-here.yaml"
-    graph.write_text(yaml.safe_dump(relocate(yaml.safe_load(emitted.read_text()),
-                                             "planned-bench", PORT_BASE), sort_keys=False))
+    graph = folder / f"{name}.yaml"
+    graph.write_text(yaml.safe_dump(relocate(yaml.safe_load(emitted.read_text()), name, base),
+                                    sort_keys=False))
+    return graph
+
+
+def test_bench_of_an_emitted_graph_tables_plan_replay_and_measurement_and_ledgers_them(
+        emitted, tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    graph = _moved(emitted, tmp_path, "planned-bench", PORT_BASE)
     scenario = tmp_path / "short.yaml"
     scenario.write_text(yaml.safe_dump({
         "name": "short", "input_tokens": {"mean": 128}, "output_tokens": {"mean": 32},
@@ -62,7 +77,7 @@ def test_bench_of_an_emitted_graph_tables_plan_replay_and_measurement_and_ledger
 
     section = (tmp_path / "bench" / "report.md").read_text().split(
         "## Plan vs measurement", 1)[1].split("\n## ", 1)[0]
-    outcome = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    outcome = json.loads((emitted.parent / "plan" / "plan.json").read_text())
     plan = outcome["plan"]
     replay = next(r for r in outcome["replay"] if r["deployment"] == "plan")
     result = BenchResult.model_validate_json((tmp_path / "bench" / "results.json").read_text())
@@ -104,18 +119,10 @@ SHORT = {"name": "short", "input_tokens": {"mean": 128}, "output_tokens": {"mean
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory) -> Path:
-    """The mocker graph `plan --emit --mock` wrote for PLAN (not replayed: what is measured
-    here is the ledger's bookkeeping), moved to its own ports."""
-    work = tmp_path_factory.mktemp("planned")
-    emitted = work / "planned.yaml"
-    done = _cli(*PLAN, "--out", work / "plan", "--emit", emitted, "--mock", "--no-replay",
-                ledger=work / "unused.jsonl")
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    graph = work / "planned-here.yaml"
-    graph.write_text(yaml.safe_dump(relocate(yaml.safe_load(emitted.read_text()),
-                                             "planned-runs", PORT_BASE + 40), sort_keys=False))
-    return graph
+def planned(emitted, tmp_path_factory) -> Path:
+    """The emitted graph on the ports of the ledger-bookkeeping tests."""
+    return _moved(emitted, tmp_path_factory.mktemp("planned-runs"), "planned-runs",
+                  PORT_BASE + 40)
 
 
 def _entries(ledger: Path) -> list[dict]:
