@@ -46,18 +46,29 @@ def test_the_health_check_path_escapes_the_model_name():
     assert model_ready_path("org/model 7b") == "/v1/models/org%2Fmodel%207b/ready"
 
 
+SERVER_CHECK = "check inter 500ms downinter 100ms fall 2 rise 2"
+
+
 def test_every_replica_is_checked_twice_a_second_and_needs_two_answers_to_come_back():
     config = haproxy_config(_balancer())
     for replica in REPLICAS:
-        assert (f"server {replica.name} {replica.host}:{replica.port} check inter 500ms "
-                "fall 2 rise 2 ") in config
+        assert f"server {replica.name} {replica.host}:{replica.port} {SERVER_CHECK} " in config
+
+
+def test_a_replica_that_is_down_is_checked_ten_times_a_second_and_rises_at_the_usual_pace():
+    config = haproxy_config(_balancer())
+    for replica in REPLICAS:
+        line = next(line for line in config.splitlines()
+                    if line.strip().startswith(f"server {replica.name} "))
+        assert " downinter 100ms " in line
+        assert "fastinter" not in line  # the second of two answers 0.5 s after the first
 
 
 def test_a_replica_is_marked_down_at_its_first_refused_connection():
     config = haproxy_config(_balancer())
     for replica in REPLICAS:
-        assert (f"server {replica.name} {replica.host}:{replica.port} check inter 500ms "
-                "fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down") in config
+        assert (f"server {replica.name} {replica.host}:{replica.port} {SERVER_CHECK} "
+                "observe layer4 error-limit 1 on-error mark-down") in config
 
 
 def test_a_request_whose_replica_died_before_answering_goes_to_another():
