@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
@@ -86,15 +87,17 @@ def prepare_run(topo: Topology, run_root: Path | None = None, *,
     check_placement(topo)
     nats_token(topo.coordination.nats.auth)  # a missing token stops us before anything else
     lock = RunLock.acquire(run_dir)
-    try:
-        return _prepare_locked(topo, run_dir, lock, keep_runs)
-    except BaseException:
-        lock.release()
-        raise
+    # What is taken on the way (the lock, the balancer's directory) is given back, the last
+    # first, if anything fails before the run is handed over.
+    with contextlib.ExitStack() as undo:
+        undo.callback(lock.release)
+        prepared = _prepare_locked(topo, run_dir, lock, keep_runs, undo)
+        undo.pop_all()
+        return prepared
 
 
-def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
-                    keep_runs: int) -> PreparedRun:
+def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock, keep_runs: int,
+                    undo: contextlib.ExitStack) -> PreparedRun:
     cleaned = claim(run_dir)
     check_backend(topo)
     binaries = find_binaries(topo)
@@ -112,20 +115,10 @@ def _prepare_locked(topo: Topology, run_dir: RunDir, lock: RunLock,
         from ..coordination.shared_planes import check_shared
 
         check_shared(topo)
-    balancer_claim = (claim_data_dir(balancer_dir, topo.name) if balancer_dir is not None
-                      else None)
-    try:
-        return _prepare_claimed(topo, run_dir, lock, keep_runs, cleaned, context, plan,
-                                balancer_claim)
-    except BaseException:
-        if balancer_claim is not None:
-            balancer_claim.release()
-        raise
-
-
-def _prepare_claimed(topo: Topology, run_dir: RunDir, lock: RunLock, keep_runs: int,
-                     cleaned: list[Leftover], context: RenderContext, plan: LaunchPlan,
-                     balancer_claim: DataDirClaim | None) -> PreparedRun:
+    balancer_claim = None
+    if balancer_dir is not None:
+        balancer_claim = claim_data_dir(balancer_dir, topo.name)
+        undo.callback(balancer_claim.release)
     # An old etcd keeps the old workers' registrations (until their leases expire), which
     # the new frontend would route to. (Within one run they are kept: a restarted etcd or
     # NATS finds its data again.)
@@ -138,16 +131,15 @@ def _prepare_claimed(topo: Topology, run_dir: RunDir, lock: RunLock, keep_runs: 
     write_worker_inputs(topo, run_dir.path.resolve(), plan.model_path if plan.needs_model_card
                         else None)
     write_coordination_inputs(topo, run_dir)
-    if balancer_claim is not None:
-        write_local_balancer(topo, plan, run_dir.path.resolve(), balancer_claim.path)
+    if balancer_dir is not None:
+        write_local_balancer(topo, plan, run_dir.path.resolve(), balancer_dir)
     run_dir.write_launch_inputs(topo, plan, context)
     # Also replaces the record of an earlier run of this name elsewhere (a Slurm job's).
     record = build_record(topo, placement=PlacementKind.supervised_here(),
                           run_dir=str(run_dir.path.resolve()), frontend=plan.endpoint,
                           frontend_tls=plan.endpoint_tls,
                           processes=[p.name for p in plan.processes],
-                          balancer_dir=None if balancer_claim is None
-                          else str(balancer_claim.path))
+                          balancer_dir=None if balancer_dir is None else str(balancer_dir))
     run_dir.write_record(record)
     return PreparedRun(run_dir=run_dir, plan=plan, cleaned=cleaned,
                        warnings=exposure_warnings(topo),
