@@ -62,12 +62,13 @@ demo: install
 # The unit tests on two processes (pytest-xdist; they share nothing: 71.5 s instead of 90.3 s
 # on 2 cores), then the integration tests one at a time: they start real services on fixed
 # ports and test beds, and judge timings a second process would disturb. Both always run.
+UNIT_TESTS := $(BIN)/python -m pytest -q -n 2 tests/unit
 test: install
-	@status=0; $(BIN)/python -m pytest -q -n 2 tests/unit || status=1; \
+	@status=0; $(UNIT_TESTS) || status=1; \
 	  $(BIN)/python -m pytest -q tests/integration || status=1; exit $$status
 
 test-unit: install
-	$(BIN)/python -m pytest -q -n 2 tests/unit
+	$(UNIT_TESTS)
 
 lint: install
 	$(BIN)/ruff check .
