@@ -64,19 +64,16 @@ def start_detached(topo: Topology, *, run_root: Path | None = None,
     claim = prepared.balancer_claim
     try:
         return _wait_ready(run_dir, pid, ready_timeout_s + STOP_MARGIN_S), prepared
-    except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
-            os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
-        if claim is not None:  # the keeper is gone; one that was killed could not remove it
-            claim.forget()
-            remove_unowned(claim.path)
+    except KeyboardInterrupt:
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
         raise
     finally:
         if prepared.lock is not None:
             prepared.lock.forget()  # the supervisor holds it on
         if claim is not None:
-            claim.forget()
+            claim.forget()  # the keeper holds it on and removes it when it ends
+            remove_unowned(claim.path)  # held by no one: the start failed, or its keeper died
 
 
 def _wait_ready(run_dir: RunDir, pid: int, timeout_s: float) -> GraphStatus:
